@@ -1,0 +1,35 @@
+# Two commands do all the set-up: `make demo` (a real code apply on the demo models) and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# llama-cpp-python compiles from source; the multimodal library is not needed.
+export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
+export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
+
+.PHONY: install demo test test-fast lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --progress-bar off -e '.[llamacpp,dev]'
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/edge-spec run \
+	  --original examples/apply/original.py --update examples/apply/update.py \
+	  --instruction "$$(cat examples/apply/instruction.txt)"
+
+test: install
+	$(BIN)/python -m pytest
+
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow"
+
+lint: install
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

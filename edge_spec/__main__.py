@@ -1,0 +1,5 @@
+"""`python -m edge_spec` runs the command line."""
+
+from edge_spec.cli import main
+
+main()

@@ -1,0 +1,147 @@
+"""Cost-aware draft length: pick k to maximise expected tokens per second.
+
+Expected tokens of a k-token draft with per-token acceptance a: 1 + a + ... + a^k; its cost is
+T_verify(k + 1) + T_draft(k). `a` is estimated per drafter and per draft feature (for reference
+drafts: whether the match continues the last alignment, and its length), because acceptance in
+code apply is ~1 through copied stretches and drops at edit points. Verify costs start from the
+profile's table and are refined online from measured step times. Counts decay toward the prior
+so a feature that once did badly is tried again.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from edge_spec.drafters.base import Draft
+
+# Measured on the 2-core dev CPU with the 1.5B demo target (DESIGN.md section 5), in ms.
+CPU_2CORE_VERIFY_MS: dict[int, float] = {
+    1: 38.5, 2: 65.6, 4: 101.0, 8: 234.0, 16: 280.0, 32: 470.0, 64: 889.0,
+}
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """Bounds, smoothing and the prior cost table of the draft-length controller."""
+
+    k_max: int = 64
+    prior_accept: float = 0.7
+    prior_weight: float = 4.0
+    decay: float = 0.98
+    cost_smoothing: float = 0.3
+    probe_every: int = 24
+    verify_ms: Mapping[int, float] = field(default_factory=lambda: dict(CPU_2CORE_VERIFY_MS))
+    draft_ms_per_token: Mapping[str, float] = field(
+        default_factory=lambda: {"reference": 0.05, "model": 27.3}
+    )
+    draft_ms_scaled: bool = True  # drafter costs are relative to the table's 1-token verify
+
+
+class Controller:
+    """Chooses draft lengths from acceptance estimates and verify/draft costs."""
+
+    def __init__(self, config: ControllerConfig | None = None) -> None:
+        self.cfg = config or ControllerConfig()
+        self._table = sorted(self.cfg.verify_ms.items())
+        self._measured: dict[int, float] = {}
+        self._scale = 1.0
+        self._stats: dict[str, list[float]] = {}  # feature -> [accepted, failures]
+        self._draft_ms: dict[str, float] = dict(self.cfg.draft_ms_per_token)
+        self._idle = 0
+
+    # ---- cost model -------------------------------------------------------------------
+    def _table_ms(self, n: int) -> float:
+        xs = [x for x, _ in self._table]
+        i = bisect_left(xs, n)
+        if i < len(xs) and xs[i] == n:
+            return self._table[i][1]
+        if i == 0:
+            return self._table[0][1] * n / xs[0]
+        if i == len(xs):
+            (x0, y0), (x1, y1) = self._table[-2], self._table[-1]
+            return y1 + (y1 - y0) / (x1 - x0) * (n - x1)
+        (x0, y0), (x1, y1) = self._table[i - 1], self._table[i]
+        return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
+
+    def verify_ms(self, n: int) -> float:
+        """Predicted cost of one target forward over n tokens (never below one token's cost)."""
+        own = self._measured.get(n, self._table_ms(n) * self._scale)
+        if n == 1:
+            return own
+        return max(own, self._measured.get(1, self._table_ms(1) * self._scale))
+
+    def draft_ms(self, source: str, k: int) -> float:
+        return self._draft_ms.get(source, 0.0) * k
+
+    # ---- acceptance model ------------------------------------------------------------
+    def accept_rate(self, feature: str) -> float:
+        acc, fail = self._stats.get(feature, (0.0, 0.0))
+        w = self.cfg.prior_weight
+        return (acc + self.cfg.prior_accept * w) / (acc + fail + w)
+
+    def _rates(self, draft: Draft) -> list[float]:
+        a = self.accept_rate(draft.feature)
+        if draft.confidence is None:
+            return [a] * len(draft)
+        # A model drafter's own confidence sharpens the per-feature rate token by token.
+        return [min(0.999, 0.5 * a + 0.5 * c) for c in draft.confidence]
+
+    def best_prefix(self, draft: Draft, limit: int) -> tuple[int, float]:
+        """(k, expected tokens/ms) maximising throughput over prefixes of the draft."""
+        rates = self._rates(draft)
+        best_k, best = 0, 1.0 / self.verify_ms(1)
+        expected, run = 1.0, 1.0
+        sunk = draft.draft_ms  # already paid: does not depend on k
+        for k in range(1, min(len(draft), limit, self.cfg.k_max) + 1):
+            run *= rates[k - 1]
+            expected += run
+            cost = self.verify_ms(k + 1) + (0.0 if sunk else self.draft_ms(draft.source, k))
+            if expected / cost > best:
+                best_k, best = k, expected / cost
+        return best_k, best
+
+    def choose(self, draft: Draft, limit: int) -> int:
+        """How many tokens of `draft` to verify (0 = plain decoding this step)."""
+        if not len(draft) or limit <= 0:
+            return 0
+        k, _ = self.best_prefix(draft, limit)
+        if k == 0:
+            self._idle += 1
+            if self._idle >= self.cfg.probe_every:  # keep probing: estimates may be stale
+                self._idle = 0
+                return min(len(draft), limit, 2)
+        else:
+            self._idle = 0
+        return k
+
+    def pays(self, draft: Draft, limit: int) -> bool:
+        return self.best_prefix(draft, limit)[0] > 0
+
+    def best_k(self, source: str, limit: int) -> int:
+        """Draft length to ask of a costly drafter before seeing its draft."""
+        probe = Draft(tokens=[0] * min(limit, self.cfg.k_max), source=source, feature=source)
+        return self.best_prefix(probe, limit)[0]
+
+    # ---- learning ---------------------------------------------------------------------
+    def observe(self, draft: Draft, k: int, accepted: int, verify_ms: float) -> None:
+        """Record one verify step of k drafted tokens of which `accepted` were accepted."""
+        s = self.cfg.cost_smoothing
+        n = k + 1
+        prior = self.verify_ms(n)
+        self._measured[n] = prior + s * (verify_ms - prior)
+        ratio = verify_ms / max(self._table_ms(n), 1e-6)
+        self._scale += s * 0.25 * (ratio - self._scale)
+        if k and draft.draft_ms:
+            per = draft.draft_ms / len(draft)
+            old = self._draft_ms.get(draft.source, per)
+            self._draft_ms[draft.source] = old + s * (per - old)
+        if k == 0:
+            return
+        for st in self._stats.values():
+            st[0] *= self.cfg.decay
+            st[1] *= self.cfg.decay
+        st = self._stats.setdefault(draft.feature, [0.0, 0.0])
+        st[0] += accepted
+        st[1] += 1.0 if accepted < k else 0.0

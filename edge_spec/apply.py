@@ -1,0 +1,234 @@
+"""Code apply: prompts for apply models, the naive-merge reference, and output cleaning.
+
+The original file and the snippet (and their naive merge) are registered as references, so the
+reference drafter copies unchanged code in long verified runs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from edge_spec.chat import chat_tokens
+from edge_spec.errors import UserError
+from edge_spec.loop import GenConfig
+from edge_spec.stats import Stats
+from edge_spec.verify import SamplingConfig
+
+if TYPE_CHECKING:
+    from edge_spec.engine import Engine
+
+MARKER = re.compile(r"^\s*(#|//|/\*|<!--|--|;|%)?\s*\.\.\.\s*(existing code|rest of|unchanged)[^\n]*$",
+                    re.IGNORECASE)
+
+SYSTEM = ("You merge code edits. Apply the edit snippet to the original file and output the "
+          "complete updated file in one code block, with nothing else.")
+
+
+@dataclass(frozen=True)
+class Template:
+    """How one family of apply models wants its input, and how its answer is delimited."""
+
+    name: str
+    system: str | None
+    user: str
+    answer_prefix: str
+    stop: tuple[str, ...]
+
+
+TEMPLATES: dict[str, Template] = {
+    "instruct": Template(
+        "instruct", SYSTEM,
+        "{instruction_line}Original file:\n{fence}{lang}\n{original}\n{fence}\n\n"
+        "Edit snippet (`... existing code ...` stands for unchanged code):\n"
+        "{fence}{lang}\n{update}\n{fence}\n\nOutput the complete updated file.",
+        "{fence}{lang}\n", ("\n{fence}",)),
+    "fastapply": Template(
+        "fastapply", None,
+        "<instruction>{instruction}</instruction>\n<code>{original}</code>\n"
+        "<update>{update}</update>",
+        "<updated-code>", ("</updated-code>",)),
+    "aixapply": Template(
+        "aixapply", None,
+        "<source_file>\n{original}\n</source_file>\n<update_snippet>\n{update}\n</update_snippet>",
+        "<update_file>\n", ("</update_file>",)),
+}
+
+LANGS = {".py": "python", ".js": "javascript", ".ts": "typescript", ".go": "go", ".rs": "rust",
+         ".java": "java", ".c": "c", ".cpp": "cpp", ".rb": "ruby", ".tsx": "tsx", ".jsx": "jsx"}
+
+
+@dataclass
+class ApplyResult:
+    """The merged file, the raw model answer and the generation stats."""
+
+    text: str
+    raw: str
+    stats: Stats
+    template: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def pick_template(metadata: dict[str, str], override: str | None = None) -> Template:
+    """The template named by `override`, else one chosen from the model's GGUF metadata."""
+    if override:
+        if override not in TEMPLATES:
+            raise UserError(f"unknown template {override!r}: use one of {', '.join(TEMPLATES)}")
+        return TEMPLATES[override]
+    name = (metadata.get("general.name", "") + " " + metadata.get("general.basename", "")).lower()
+    if "aixapply" in name:
+        return TEMPLATES["aixapply"]
+    if "fastapply" in name or "fast-apply" in name or "morph" in name:
+        return TEMPLATES["fastapply"]
+    return TEMPLATES["instruct"]
+
+
+def _fence(*texts: str) -> str:
+    longest = max((len(m) for t in texts for m in re.findall(r"`{3,}", t)), default=2)
+    return "`" * max(3, longest + 1)
+
+
+def build_messages(tpl: Template, original: str, update: str, instruction: str | None,
+                   lang: str = "") -> tuple[list[dict[str, str]], str, tuple[str, ...]]:
+    """(messages, assistant answer prefix, stop strings) for one apply request."""
+    fence = _fence(original, update)
+    instr = (instruction or "").strip()
+    values = dict(original=original.rstrip("\n"), update=update.rstrip("\n"), fence=fence,
+                  lang=lang, instruction=instr,
+                  instruction_line=f"Instruction: {instr}\n\n" if instr else "")
+    msgs = [] if tpl.system is None else [{"role": "system", "content": tpl.system}]
+    msgs.append({"role": "user", "content": tpl.user.format(**values)})
+    stop = tuple(s.format(fence=fence) for s in tpl.stop)
+    return msgs, tpl.answer_prefix.format(**values), stop
+
+
+def naive_merge(original: str, update: str) -> str:
+    """Expand each `... existing code ...` marker of the snippet into the original lines it elides.
+
+    A reference for drafting only (the model decides the output): where the answer follows the
+    snippet, this predicts the changed lines as well as the copied ones.
+    """
+    orig = original.splitlines()
+    chunks: list[list[str]] = [[]]
+    for line in update.splitlines():
+        if MARKER.match(line):
+            chunks.append([])
+        else:
+            chunks[-1].append(line)
+    out: list[str] = []
+    pos = 0
+    for chunk in chunks:
+        while chunk and not chunk[-1].strip():
+            chunk = chunk[:-1]
+        if not any(ln.strip() for ln in chunk):
+            continue
+        span = _locate(orig, chunk, pos)
+        if span is None:
+            out.extend(chunk)
+            continue
+        s, e = span
+        out.extend(orig[pos:s])
+        out.extend(chunk)
+        pos = max(pos, e)
+    out.extend(orig[pos:])
+    return "\n".join(out) + ("\n" if original.endswith("\n") else "")
+
+
+def _locate(orig: list[str], chunk: list[str], pos: int) -> tuple[int, int] | None:
+    """The span of original lines [s, e) that `chunk` replaces, anchored on matching lines."""
+    lines = [(j, ln.strip()) for j, ln in enumerate(chunk) if ln.strip()]
+    distinctive = [(j, ln) for j, ln in lines if len(ln) >= 4] or lines
+    first = next(((j, i) for j, ln in distinctive
+                  if (i := _find(orig, ln, pos)) is not None), None)
+    if first is None:
+        j, ln = distinctive[0]
+        i = _fuzzy(orig, ln, pos)
+        if i is None:
+            return None
+        first = (j, i)
+    j1, i1 = first
+    j2, i2 = j1, i1
+    window = i1 + 2 * len(chunk) + 20
+    for j, ln in reversed(distinctive):
+        if j <= j1:
+            break
+        i = _find(orig, ln, i1 + 1, window)
+        if i is not None:
+            j2, i2 = j, i
+            break
+    if j2 == j1 and distinctive[-1][0] > j1:  # no exact end anchor: try a fuzzy one
+        j, ln = distinctive[-1]
+        i = _fuzzy(orig, ln, i1 + 1, stop=window)
+        if i is not None:
+            j2, i2 = j, i
+    s = max(pos, i1 - j1)
+    e = min(len(orig), i2 + 1 + (len(chunk) - 1 - j2))
+    return s, max(s, e)
+
+
+def _find(lines: list[str], target: str, start: int, stop: int | None = None) -> int | None:
+    for i in range(start, min(len(lines), stop or len(lines))):
+        if lines[i].strip() == target:
+            return i
+    return None
+
+
+def _fuzzy(lines: list[str], target: str, start: int, cutoff: float = 0.7,
+           stop: int | None = None) -> int | None:
+    from difflib import SequenceMatcher
+
+    best, best_i = cutoff, None
+    for i in range(start, min(len(lines), stop or len(lines))):
+        sm = SequenceMatcher(None, lines[i].strip(), target)
+        if sm.quick_ratio() > best and sm.ratio() > best:
+            best, best_i = sm.ratio(), i
+    return best_i
+
+
+def clean_output(raw: str, original: str, prefix: str = "") -> str:
+    """Strip a wrapping fence or output tags; keep the original's newline convention."""
+    text = raw
+    if not prefix:  # the model wrote its own wrapper
+        m = re.match(r"^\s*(`{3,})[^\n]*\n", text)
+        if m:
+            text = text[m.end():]
+            close = text.rfind("\n" + m.group(1))
+            if close >= 0:
+                text = text[:close + 1]
+        for open_tag, close_tag in (("<updated-code>", "</updated-code>"),
+                                    ("<update_file>", "</update_file>")):
+            if text.lstrip().startswith(open_tag):
+                text = text.lstrip()[len(open_tag):].split(close_tag)[0]
+    if prefix.startswith("<") and text.startswith("\n"):
+        text = text[1:]
+    text = text.rstrip("\n")
+    if original.endswith("\n") or not original:
+        text += "\n"
+    if "\r\n" in original:
+        text = text.replace("\r\n", "\n").replace("\n", "\r\n")
+    return text
+
+
+def apply(engine: Engine, original: str, update: str, instruction: str | None = None, *,
+          template: str | None = None, lang: str = "", max_tokens: int | None = None,
+          sampling: SamplingConfig | None = None, draft: str | None = None,
+          fixed_k: int | None = None, on_delta: Callable[[str], None] | None = None,
+          cancel: Any = None) -> ApplyResult:
+    """Merge `update` into `original` with the engine's model; lossless speculative decoding."""
+    crlf = "\r\n" in original
+    original_lf, update_lf = original.replace("\r\n", "\n"), update.replace("\r\n", "\n")
+    tpl = pick_template(getattr(engine.target, "metadata", {}) or {}, template)
+    msgs, prefix, stop = build_messages(tpl, original_lf, update_lf, instruction, lang)
+    tokens = chat_tokens(engine.target, msgs)
+    tokens += engine.target.tokenize(prefix, special=False)
+    refs = [original_lf, naive_merge(original_lf, update_lf), update_lf]
+    budget = max_tokens or int(len(engine.target.tokenize(original_lf + update_lf)) * 1.3) + 64
+    gen = GenConfig(budget, stop, sampling or SamplingConfig(), fixed_k)
+    if on_delta is not None and crlf:
+        user_cb = on_delta
+        on_delta = lambda d: user_cb(d.replace("\n", "\r\n"))  # noqa: E731
+    res = engine.run_tokens(tokens, gen, refs, draft, on_delta, cancel)
+    text = clean_output(res.text, original, prefix)
+    return ApplyResult(text=text, raw=res.text, stats=res.stats, template=tpl.name)

@@ -1,0 +1,130 @@
+"""`edge-spec run`: code apply (--original/--update) or free generation (--prompt)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from edge_spec.errors import UserError
+
+
+def summary_line(d: dict[str, Any]) -> str:
+    """The one-line human summary printed on stderr."""
+    line = (f"[{d['finish_reason']}] prompt {d['prompt_tokens']} tok"
+            f" (cached {d['cached_tokens']}), prefill {d['prefill_ms']:.0f} ms"
+            f" ({d['prefill_tok_s']:.1f} tok/s) | output {d['output_tokens']} tok,"
+            f" decode {d['decode_tok_s']:.1f} tok/s")
+    if d["draft"] != "none":
+        line += (f" | draft {d['draft']}: {d['tokens_per_forward']:.2f} tok/forward,"
+                 f" accepted {d['accepted']}/{d['drafted']} ({100 * d['acceptance']:.0f}%)")
+    return line
+
+
+def result_dict(res: Any, engine: Any, text: str) -> dict[str, Any]:
+    d = res.stats.to_dict()
+    d.update(text=text, model=engine.model_name, drafter=engine.drafter_name)
+    return d
+
+
+@click.command()
+@click.option("--prompt", help="Free generation from this prompt.")
+@click.option("--original", type=str, help="Code apply: the original file ('-' for stdin).")
+@click.option("--update", type=str, help="Code apply: the edit snippet file ('-' for stdin).")
+@click.option("--instruction", help="Code apply: what the edit does.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the merged file here (atomic).")
+@click.option("--template", help="Apply prompt template: instruct, fastapply, aixapply.")
+@click.option("--lang", default="", help="Language tag for the code fence (default: from the file name).")
+@click.option("--model", default=None, help="Target model: catalogue name, .gguf path or hf:ORG/REPO/FILE.")
+@click.option("--drafter", default=None, help="Drafter model (same tokenizer as the target).")
+@click.option("--draft", type=click.Choice(["hybrid", "reference", "model", "none"]), default=None,
+              help="Drafting: hybrid (default), reference, model or none (plain decoding).")
+@click.option("--reference", "references", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="A text file the output is likely to copy (repeatable).")
+@click.option("--max-tokens", type=click.IntRange(1), default=None, help="Output token limit.")
+@click.option("--stop", multiple=True, help="Stop string (repeatable).")
+@click.option("--temperature", type=click.FloatRange(0), default=0.0, show_default=True)
+@click.option("--top-k", type=click.IntRange(0), default=0)
+@click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=1.0)
+@click.option("--seed", type=int, default=None)
+@click.option("--k-max", type=click.IntRange(1, 512), default=None, help="Longest draft.")
+@click.option("--fixed-k", type=click.IntRange(0, 512), default=None, help="Fixed draft length (no adaptation).")
+@click.option("--n-ctx", type=click.IntRange(64), default=None, help="Context size.")
+@click.option("--threads", type=click.IntRange(0), default=None, help="CPU threads (0: all).")
+@click.option("--n-gpu-layers", type=int, default=None, help="Layers to offload to the GPU.")
+@click.option("--no-chat", is_flag=True, help="Send --prompt as raw text, without the chat template.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout when done.")
+@click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
+def run(**o: Any) -> None:
+    """Run the main job: code apply, or free generation, speculative by default."""
+    from dataclasses import replace
+
+    from edge_spec.engine import DEMO_DRAFTER, DEMO_TARGET, Engine, EngineConfig, read_text_file
+    from edge_spec.verify import SamplingConfig
+
+    applying = o["original"] is not None or o["update"] is not None
+    if applying and (o["original"] is None or o["update"] is None):
+        raise UserError("code apply needs both --original FILE and --update FILE")
+    if applying == (o["prompt"] is not None):
+        raise UserError("pass either --prompt TEXT or --original FILE --update FILE")
+    if o["original"] == "-" and o["update"] == "-":
+        raise UserError("only one of --original and --update can read stdin ('-')")
+    if applying:
+        original = read_text_file(o["original"], "original")
+        update = read_text_file(o["update"], "update")
+    refs = [read_text_file(p, "reference") for p in o["references"]]
+    cfg = EngineConfig()
+    overrides = {k: o[f] for k, f in (("n_ctx", "n_ctx"), ("n_threads", "threads"),
+                                      ("n_gpu_layers", "n_gpu_layers"), ("draft", "draft"))
+                 if o[f] is not None}
+    cfg = replace(cfg, **overrides)
+    if o["k_max"] is not None:
+        cfg = replace(cfg, controller=replace(cfg.controller, k_max=o["k_max"]))
+    model = o["model"] or DEMO_TARGET
+    drafter = o["drafter"]
+    if drafter is None and o["model"] is None and cfg.draft in ("hybrid", "model"):
+        drafter = DEMO_DRAFTER
+    engine = Engine(model, drafter, cfg)
+    sampling = SamplingConfig(o["temperature"], o["top_k"], o["top_p"], o["seed"])
+    streaming = not o["as_json"] and o["out"] is None
+
+    def on_delta(delta: str) -> None:
+        sys.stdout.write(delta)
+        sys.stdout.flush()
+
+    cb = on_delta if streaming else None
+    if applying:
+        lang = o["lang"] or _lang(o["original"])
+        res = engine.apply(original, update, o["instruction"], template=o["template"], lang=lang,
+                           max_tokens=o["max_tokens"], sampling=sampling, fixed_k=o["fixed_k"],
+                           on_delta=cb)
+        text = res.text
+        if streaming and not res.raw.endswith("\n") and text.endswith("\n"):
+            sys.stdout.write("\n")
+    else:
+        res = engine.generate(o["prompt"], max_tokens=o["max_tokens"] or 512, stop=o["stop"],
+                              sampling=sampling, references=refs, chat=not o["no_chat"],
+                              fixed_k=o["fixed_k"], on_delta=cb)
+        text = res.text
+        if streaming:
+            sys.stdout.write("\n")
+    sys.stdout.flush()
+    d = result_dict(res, engine, text)
+    if o["out"]:
+        from edge_spec.fsutil import write_text
+
+        write_text(o["out"], text)
+    if o["as_json"]:
+        from edge_spec.cli import emit_json
+
+        emit_json(d)
+    elif not o["quiet"]:
+        click.echo(summary_line(d), err=True)
+
+
+def _lang(path: str) -> str:
+    from edge_spec.apply import LANGS
+
+    return LANGS.get(Path(path).suffix.lower(), "") if path != "-" else ""

