@@ -231,4 +231,5 @@ def apply(engine: Engine, original: str, update: str, instruction: str | None = 
         on_delta = lambda d: user_cb(d.replace("\n", "\r\n"))  # noqa: E731
     res = engine.run_tokens(tokens, gen, refs, draft, on_delta, cancel)
     text = clean_output(res.text, original, prefix)
-    return ApplyResult(text=text, raw=res.text, stats=res.stats, template=tpl.name)
+    return ApplyResult(text=text, raw=res.text, stats=res.stats, template=tpl.name,
+                       extra={"tokens": res.tokens, "prompt": tokens})

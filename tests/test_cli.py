@@ -1,0 +1,103 @@
+"""The command line through click's CliRunner: contracts, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from edge_spec.cli import main
+
+CONTRACT = ("text", "finish_reason", "prompt_tokens", "output_tokens", "prefill_ms", "decode_ms",
+            "decode_tok_s", "target_forwards", "tokens_per_forward", "drafted", "accepted",
+            "acceptance", "draft", "model", "drafter")
+
+
+def invoke(*args: str, **kw):  # noqa: ANN201
+    return CliRunner().invoke(main, list(args), **kw)
+
+
+def one_line_error(res) -> str:  # noqa: ANN001
+    assert res.exit_code == 2, (res.exit_code, res.output, res.exception)
+    err = res.stderr.strip()
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in res.output
+    return err
+
+
+def test_help_lists_commands() -> None:
+    res = invoke("--help")
+    assert res.exit_code == 0 and "models" in res.output and "run" in res.output
+
+
+def test_models_list_json() -> None:
+    names = {m["name"] for m in json.loads(invoke("models", "list", "--json").stdout)}
+    assert {"qwen2.5-coder-1.5b-instruct-q4_k_m", "qwen2.5-coder-0.5b-instruct",
+            "smollm2-135m-instruct-q4_1"} <= names
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("draft", ["none", "reference"])
+def test_run_prompt_json(smollm2_path: Path, draft: str) -> None:
+    res = invoke("run", "--model", str(smollm2_path), "--prompt", "Write a Python hello world.",
+                 "--max-tokens", "24", "--draft", draft, "--json")
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert all(k in d for k in CONTRACT)
+    assert d["output_tokens"] <= 24 and d["finish_reason"] in ("eos", "length", "stop")
+    assert d["accepted"] <= d["drafted"] and d["draft"] == draft and d["drafter"] is None
+    assert d["target_forwards"] >= 1 and d["text"]
+
+
+@pytest.mark.real
+def test_run_apply_streams_and_writes_out(smollm2_path: Path, tmp_path: Path) -> None:
+    ex = Path(__file__).resolve().parents[1] / "examples" / "apply"
+    out = tmp_path / "merged.py"
+    args = ["run", "--model", str(smollm2_path), "--original", str(ex / "original.py"),
+            "--update", str(ex / "update.py"), "--max-tokens", "40"]
+    res = invoke(*args)
+    assert res.exit_code == 0 and res.stdout.strip() and "decode" in res.stderr
+    res = invoke(*args, "--out", str(out), "--json")
+    assert res.exit_code == 0
+    assert out.read_text() == json.loads(res.stdout)["text"]
+    assert [p.name for p in tmp_path.iterdir()] == ["merged.py"]
+
+
+def test_missing_model_and_corrupt_gguf(tmp_path: Path) -> None:
+    one_line_error(invoke("run", "--model", str(tmp_path / "nope.gguf"), "--prompt", "x"))
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(os.urandom(4096))
+    err = one_line_error(invoke("run", "--model", str(bad), "--prompt", "x"))
+    assert "bad.gguf" in err
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00\x01binary\x00", b"caf\xe9 latin-1\n"])
+def test_apply_rejects_binary_and_non_utf8(tmp_path: Path, content: bytes) -> None:
+    orig = tmp_path / "orig.py"
+    orig.write_bytes(content)
+    upd = tmp_path / "upd.py"
+    upd.write_text("x = 1\n")
+    err = one_line_error(invoke("run", "--model", "smollm2", "--original", str(orig),
+                                "--update", str(upd)))
+    assert "orig.py" in err
+
+
+def test_apply_argument_errors(tmp_path: Path) -> None:
+    upd = tmp_path / "upd.py"
+    upd.write_text("x = 1\n")
+    one_line_error(invoke("run", "--update", str(upd)))
+    one_line_error(invoke("run", "--original", str(tmp_path / "missing.py"), "--update", str(upd)))
+    one_line_error(invoke("run", "--prompt", "x", "--original", str(upd), "--update", str(upd)))
+
+
+@pytest.mark.real
+def test_apply_too_large_for_context(smollm2_path: Path, tmp_path: Path) -> None:
+    big = tmp_path / "big.py"
+    big.write_text("".join(f"value_{i} = {i} * {i}\n" for i in range(3000)))
+    upd = tmp_path / "upd.py"
+    upd.write_text("value_1 = 2\n")
+    err = one_line_error(invoke("run", "--model", str(smollm2_path), "--original", str(big),
+                                "--update", str(upd), "--n-ctx", "2048"))
+    assert "context" in err

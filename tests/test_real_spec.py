@@ -1,0 +1,63 @@
+"""Greedy speculative output equals plain greedy output on real models (or is a proven near-tie)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import load_tasks
+from lossless import batch_noise, first_divergence
+
+from edge_spec.engine import Engine, EngineConfig
+from edge_spec.runtimes.llamacpp import LlamaCppConfig, LlamaCppRuntime
+
+
+def check_tasks(engine: Engine, tasks: list[dict], max_tokens: int,
+                modes: tuple[tuple[str, int | None], ...], report: list[str]) -> None:
+    """Plain vs each speculative mode per task; a divergence must be a measured near-tie."""
+    failures = []
+    for t in tasks:
+        plain = engine.apply(t["original"], t["update"], t["instruction"], draft="none",
+                             max_tokens=max_tokens)
+        for mode, fixed_k in modes:
+            spec = engine.apply(t["original"], t["update"], t["instruction"], draft=mode,
+                                max_tokens=max_tokens, fixed_k=fixed_k)
+            s = spec.stats
+            report.append(f"{t['id']:<24} {mode:<9} k={fixed_k or 'auto':<4} out {s.output_tokens:4d} "
+                          f"tok/fwd {s.output_tokens / max(1, s.target_forwards):5.2f} "
+                          f"acc {s.accepted}/{s.drafted} cached {s.cached_tokens}")
+            if spec.extra["tokens"] == plain.extra["tokens"]:
+                continue
+            prompt = plain.extra["prompt"]
+            noise = batch_noise(engine.target, prompt, plain.extra["tokens"])
+            div = first_divergence(engine.target, prompt, plain.extra["tokens"],
+                                   spec.extra["tokens"], noise)
+            report.append(f"  divergence at {div.position}: top-2 gap {div.top2_gap:.4f}, "
+                          f"batch-vs-single noise {noise:.4f}, near-tie {div.near_tie}")
+            if not div.near_tie:
+                failures.append((t["id"], mode, div))
+    assert not failures, failures
+
+
+@pytest.mark.real
+def test_smollm2_spec_equals_plain(smollm2_path, capsys) -> None:  # noqa: ANN001
+    cfg = LlamaCppConfig(n_ctx=4096, n_threads=2)
+    # SmolLM2 drafting for itself: a real second runtime with the same vocabulary.
+    engine = Engine(LlamaCppRuntime(smollm2_path, cfg), LlamaCppRuntime(smollm2_path, cfg),
+                    EngineConfig(draft="hybrid"))
+    report: list[str] = []
+    try:
+        check_tasks(engine, load_tasks(n=5), 160, (("reference", None), ("hybrid", None), ("model", 4), ("reference", 8)), report)
+    finally:
+        with capsys.disabled():
+            print("\n" + "\n".join(report))
+
+
+@pytest.mark.slow
+def test_qwen_pair_spec_equals_plain(qwen_paths, capsys) -> None:  # noqa: ANN001
+    target, drafter = qwen_paths
+    engine = Engine(target, drafter, EngineConfig(n_ctx=4096, n_threads=2))
+    report: list[str] = []
+    try:
+        check_tasks(engine, load_tasks(n=5), 96, (("hybrid", None),), report)
+    finally:
+        with capsys.disabled():
+            print("\n" + "\n".join(report))

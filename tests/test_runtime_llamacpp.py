@@ -1,0 +1,59 @@
+"""The llama.cpp runtime on a real model (SmolLM2-135M)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.real
+
+CODE = "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n"
+
+
+def test_batch_vs_single_and_truncate(smollm2_rt, capsys) -> None:  # noqa: ANN001
+    rt = smollm2_rt
+    toks = rt.tokenize(CODE)
+    rt.truncate(0)
+    full = rt.eval(toks, rows=range(len(toks))).copy()
+    assert full.shape == (len(toks), rt.n_vocab)
+    rt.truncate(0)
+    single = np.stack([rt.eval([t])[0].copy() for t in toks])
+    assert (full.argmax(1) == single.argmax(1)).all()
+    diff = float(np.abs(full - single).max())
+    rt.truncate(5)
+    assert rt.n_tokens == 5 and rt.tokens == toks[:5]
+    again = rt.eval(toks[5:], rows=range(len(toks) - 5))
+    trunc_diff = float(np.abs(again - full[5:]).max())
+    with capsys.disabled():
+        print(f"\n[llamacpp smollm2] batch-vs-single max |dlogit| {diff:.4f}; "
+              f"truncate+re-eval max |dlogit| {trunc_diff:.4f}")
+    assert trunc_diff < 1e-3 or (again.argmax(1) == full[5:].argmax(1)).all()
+
+
+def test_rows_requested_are_rows_returned(smollm2_rt) -> None:  # noqa: ANN001
+    rt = smollm2_rt
+    toks = rt.tokenize(CODE)
+    rt.truncate(0)
+    assert rt.eval(toks[:10], rows=[]).shape == (0, rt.n_vocab)
+    assert rt.eval(toks[10:20], rows=[0, 3, 9]).shape == (3, rt.n_vocab)
+    assert rt.eval(toks[20:25]).shape == (1, rt.n_vocab)
+    assert rt.n_tokens == 25
+
+
+def test_vocab_and_detokenize(smollm2_rt) -> None:  # noqa: ANN001
+    rt = smollm2_rt
+    v = rt.vocab
+    assert v.size == rt.n_vocab == 49152 and v.eos_id is not None and len(v.fingerprint) == 16
+    toks = rt.tokenize("héllo wörld 🙂")
+    assert rt.detokenize(toks) == "héllo wörld 🙂"
+    assert b"".join(rt.token_bytes(t) for t in toks).decode() == "héllo wörld 🙂"
+    assert rt.is_eog(v.eos_id)
+
+
+def test_context_overflow_is_a_user_error(smollm2_path) -> None:  # noqa: ANN001
+    from edge_spec.errors import UserError
+    from edge_spec.runtimes.llamacpp import LlamaCppConfig, LlamaCppRuntime
+
+    rt = LlamaCppRuntime(smollm2_path, LlamaCppConfig(n_ctx=64, n_threads=2))
+    with pytest.raises(UserError, match="context"):
+        rt.eval(list(range(100, 110 + rt.n_ctx)))
