@@ -28,6 +28,12 @@ class ControllerConfig:
 
     k_max: int = 64
     prior_accept: float = 0.7
+    # Priors per draft feature (prefix match): an aligned copy of a reference is nearly always
+    # right in code apply, a 2-token coincidence much less so. Learned estimates replace them.
+    feature_priors: Mapping[str, float] = field(default_factory=lambda: {
+        "ref-start": 0.9, "ref-a": 0.95, "ref-n-gt16": 0.9, "ref-n-le16": 0.85,
+        "ref-n-le8": 0.8, "ref-n-le4": 0.7, "ref-n-le2": 0.5, "ref-text": 0.6, "model": 0.7,
+    })
     prior_weight: float = 4.0
     decay: float = 0.98
     cost_smoothing: float = 0.3
@@ -84,7 +90,15 @@ class Controller:
     def accept_rate(self, feature: str) -> float:
         acc, fail = self._stats.get(feature, (0.0, 0.0))
         w = self.cfg.prior_weight
-        return (acc + self.cfg.prior_accept * w) / (acc + fail + w)
+        return (acc + self.prior(feature) * w) / (acc + fail + w)
+
+    def prior(self, feature: str) -> float:
+        """The configured prior whose name is the longest prefix of `feature`."""
+        best, best_len = self.cfg.prior_accept, -1
+        for name, value in self.cfg.feature_priors.items():
+            if feature.startswith(name) and len(name) > best_len:
+                best, best_len = value, len(name)
+        return best
 
     def _rates(self, draft: Draft) -> list[float]:
         a = self.accept_rate(draft.feature)

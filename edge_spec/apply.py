@@ -223,7 +223,7 @@ def apply(engine: Engine, original: str, update: str, instruction: str | None = 
     msgs, prefix, stop = build_messages(tpl, original_lf, update_lf, instruction, lang)
     tokens = chat_tokens(engine.target, msgs)
     tokens += engine.target.tokenize(prefix, special=False)
-    refs = [original_lf, naive_merge(original_lf, update_lf), update_lf]
+    refs = [naive_merge(original_lf, update_lf), original_lf, update_lf]
     budget = max_tokens or int(len(engine.target.tokenize(original_lf + update_lf)) * 1.3) + 64
     gen = GenConfig(budget, stop, sampling or SamplingConfig(), fixed_k)
     if on_delta is not None and crlf:

@@ -29,8 +29,8 @@ def render(template: str, messages: Sequence[Message], bos_token: str = "",
     jinja2 = require("jinja2", "llamacpp")
     from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        undefined=jinja2.StrictUndefined)
+    # Templates test optional variables (`tools`, `documents`) for truthiness: keep them lenient.
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
 
     def raise_exception(msg: str) -> None:
         raise UserError(f"chat template refused the messages: {msg}")

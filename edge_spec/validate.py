@@ -32,7 +32,7 @@ MAX_KEY = 1024  # real keys are under 64 bytes; with MAX_KV this bounds the memo
 MAX_KV = MAX_TENSORS = 1 << 18  # real models have a few thousand; caps memory for the lists
 KEEP_ARRAY_MAX = 64
 KEEP_BUDGET = 64 << 20  # total bytes of metadata kept; past it, values become Omitted
-MAX_ITEMS = 1 << 22  # strings and arrays walked in all: bounds the time a crafted file costs
+MAX_ITEMS = 1 << 21  # strings and arrays walked in all (real: < 600k); bounds the time spent
 _CHUNK = 1 << 20  # strings longer than this are validated in pieces and not kept
 
 # ggml type id -> (name, elements per block, bytes per block), as in ggml-common.h.
@@ -154,28 +154,31 @@ class _Reader:
             raise self.fail(f"{what} {n} {where} exceeds the file size")
         return n
 
-    def tick(self) -> None:
-        """Count one string or array walked, so a crafted header cannot cost unbounded time."""
-        self.items -= 1
+    def tick(self, n: int = 1) -> None:
+        """Count strings and arrays walked, so a crafted header cannot cost unbounded time."""
+        self.items -= n
         if self.items < 0:
             raise self.fail(f"more than {MAX_ITEMS} strings and arrays in the header")
 
-    def string(self, where: str, keep: bool = True) -> str | Omitted:
-        """Read a GGUF string; one too long to keep is checked in chunks and kept as Omitted."""
+    def string(self, where: str) -> str | Omitted:
+        """Read a GGUF string; one too big to keep is checked in chunks and kept as Omitted."""
         self.tick()
         n = self.length("string length", where)
-        what = f"the string {where}"
-        if n <= _CHUNK and (not keep or n + 64 <= self.budget):
-            text = self.utf8(self.read(n, what), what)
-            if not keep:
-                return Omitted("string", n)
+        keep = n <= _CHUNK and n + 64 <= self.budget
+        if keep:
             self.budget -= n + 64
-            return text
+        text = self.text(n, f"the string {where}")
+        return text if keep else Omitted("string", n)
+
+    def text(self, n: int, what: str) -> str | None:
+        """Read and UTF-8-check n bytes; past _CHUNK they are checked in pieces, not kept."""
+        if n <= _CHUNK:
+            return self.utf8(self.read(n, what), what)
         decoder = codecs.getincrementaldecoder("utf-8")()
         for start in range(0, n, _CHUNK):
             chunk = self.read(min(_CHUNK, n - start), what)
             self.utf8(chunk, what, decoder, final=start + _CHUNK >= n)
-        return Omitted("string", n)
+        return None
 
     def utf8(self, data: bytes, what: str, decoder: Any = None, final: bool = True) -> str:
         try:
@@ -211,12 +214,14 @@ def _array(r: _Reader, key: str, depth: int) -> tuple[Any, ...] | Omitted:
     if etype in _SCALARS:
         r.skip(count * _MIN_SIZE[etype], f"the array at {where}")
     elif etype == _STRING:
+        r.tick(count)
         where = f"in the array at {where}"
-        for _ in range(count):  # the hot loop for tokenizer vocabularies
-            r.string(where, keep=False)
+        what = f"the string {where}"
+        for _ in range(count):  # the hot loop for tokenizer vocabularies: keep it lean
+            r.text(r.length("string length", where), what)
     else:
+        r.tick(count)
         for _ in range(count):
-            r.tick()
             _array(r, key, depth + 1)
     return Omitted(f"array[{_TYPE_NAMES[etype]}]", count)
 
@@ -261,7 +266,7 @@ def _metadata(r: _Reader, kv_count: int) -> tuple[dict[str, Any], int]:
             raise r.fail(f"duplicate key {_q(key)}")
         vtype = r.unpack("<I", f"the type of key {_q(key)}")
         if key == "general.alignment" and vtype != _U32:
-            # llama.cpp asserts (aborts the process) on any other type.
+            # llama.cpp refuses any other type (older builds assert and abort).
             raise r.fail(f"general.alignment has type {_TYPE_NAMES.get(vtype, vtype)}, not u32")
         metadata[key] = _value(r, vtype, key, 0)
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
@@ -309,7 +314,7 @@ def _tensors(r: _Reader, tensor_count: int, alignment: int) -> tuple[tuple[Tenso
     data_offset = -(-r.pos // alignment) * alignment
     if tensor_count and data_offset > r.size:
         raise r.fail(f"the data section (byte {data_offset}) starts past the end of the file")
-    data_size = r.size - data_offset
+    data_size, expected = r.size - data_offset, 0
     for info, nbytes in zip(infos, sizes, strict=True):
         if info.offset % alignment:
             raise r.fail(f"tensor {_q(info.name)} offset {info.offset} is not a multiple of "
@@ -320,6 +325,10 @@ def _tensors(r: _Reader, tensor_count: int, alignment: int) -> tuple[tuple[Tenso
         if info.offset + nbytes > data_size:
             raise r.fail(f"tensor {_q(info.name)} data ({nbytes} bytes at offset {info.offset}) "
                          f"runs {info.offset + nbytes - data_size} bytes past the end of the file")
+        if info.offset != expected:  # llama.cpp refuses gaps, overlaps and reordering
+            raise r.fail(f"tensor {_q(info.name)} offset {info.offset} is not {expected}, "
+                         "where the previous tensor's data ends")
+        expected += -(-nbytes // alignment) * alignment
     return tuple(infos), data_offset
 
 

@@ -116,6 +116,9 @@ CASES: list[tuple[str, Callable[[bytes], bytes], str]] = [
     ("tensor-data-past-eof", _with_offset(lambda o: o + 32), "bytes past the end of the file"),
     ("misaligned-offset", _with_offset(lambda o: o + 1), "not a multiple of the alignment 32"),
     ("truncated-data", lambda d: d[:-1], "runs 1 bytes past the end of the file"),
+    ("tensor-gap", _tensor("offset", "<Q", 2432, "blk.0.attn_norm.weight"),
+     "offset 2432 is not 2400, where the previous tensor's data ends"),
+    ("tensor-overlap", _tensor("offset", "<Q", 0, "blk.0.attn_norm.weight"), "is not 2400"),
     ("unknown-ggml-type", _tensor("type", "<I", 99), "unknown ggml type 99"),
     ("removed-ggml-type", _tensor("type", "<I", 31), "removed ggml type Q4_0_4_4"),
     ("n-dims-1000", _tensor("n_dims", "<I", 1000), "has 1000 dimensions (at most 8)"),
@@ -231,6 +234,23 @@ def test_long_string_is_checked_in_chunks_not_kept(tmp_path: Path) -> None:
     _expect_fail(path, "at key 'long' is not valid UTF-8")
 
 
+def test_item_limit_bounds_the_walk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("edge_spec.validate.MAX_ITEMS", 50)
+    path = tmp_path / "many.gguf"
+    path.write_bytes(SAMPLE)
+    _expect_fail(path, "more than 50 strings and arrays in the header")
+
+
+def test_keep_budget_omits_values_not_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("edge_spec.validate.KEEP_BUDGET", 150)
+    path = tmp_path / "ok.gguf"
+    path.write_bytes(SAMPLE)
+    m = check_gguf(path).metadata
+    assert list(m) == [k for k, _, _ in fz.KVS]
+    assert m["general.architecture"] == "llama"  # kept while the budget lasted
+    assert m["general.tags"] == Omitted("array[string]", 2)
+
+
 def test_not_a_regular_file_or_missing(tmp_path: Path) -> None:
     _expect_fail(tmp_path, "not a regular file")
     _expect_fail(tmp_path / "missing.gguf", "no such file")
@@ -279,10 +299,12 @@ def test_type_table_matches_gguf_py() -> None:
         assert GGML_TYPES[qtype.value] == (qtype.name, *sizes)
 
 
-@pytest.mark.skipif(not os.environ.get("EDGE_SPEC_TEST_GGUF"),
-                    reason="set EDGE_SPEC_TEST_GGUF to a real .gguf to check it")
-def test_real_file_is_accepted_quickly() -> None:
+@pytest.mark.real
+def test_real_smollm2_is_accepted_quickly(smollm2_path: Path) -> None:
     start = time.perf_counter()
-    summary = gguf_summary(check_gguf(os.environ["EDGE_SPEC_TEST_GGUF"]))
-    assert time.perf_counter() - start < 2.0
-    assert summary["parameter_count"] > 0 and summary["vocab_size"]
+    summary = gguf_summary(check_gguf(smollm2_path))
+    assert time.perf_counter() - start < 2.0  # about 0.15 s: 100k tokenizer strings walked
+    assert (summary["architecture"], summary["block_count"]) == ("llama", 30)
+    assert (summary["vocab_size"], summary["context_length"]) == (49152, 8192)
+    assert summary["file_type"] == "MOSTLY_Q4_1" and summary["quant_mix"]["Q4_1"] == 210
+    assert 130e6 < summary["parameter_count"] < 140e6

@@ -54,9 +54,11 @@ class ReferenceDrafter:
         self._align: tuple[int, int] | None = None
         self._last: tuple[int, int] | None = None
         self._text_pos: dict[int, int] = {}
+        self._n_prompt = 0
 
     def begin(self, prompt: Sequence[int], references: Sequence[str]) -> None:
         self._refs = [list(prompt)]
+        self._n_prompt = len(prompt)
         self._index = [defaultdict(list)]
         self._indexed = 0
         self._texts = [self.rt.detokenize(prompt), *references]
@@ -89,6 +91,11 @@ class ReferenceDrafter:
         # Positions up to len-1 only: the final position is the suffix matching itself.
         self._build(ctx0, len(ctx0) - 1, self._indexed, self._index[0])
         self._indexed = len(ctx0)
+        if len(context) == self._n_prompt and len(self._refs) > 1:
+            # No output yet: the answer most likely starts like the first reference
+            # (for apply, the naive merge), whose start no n-gram of the prompt can find.
+            self._last = (1, 0)
+            return Draft(tokens=self._refs[1][:limit], source="reference", feature="ref-start")
         best: tuple[tuple[int, int, int, int], int, int] | None = None
         if self._align is not None:
             r, p = self._align
