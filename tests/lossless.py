@@ -42,7 +42,7 @@ def batch_noise(rt, prompt: Sequence[int], out: Sequence[int], windows=(8, 32, 6
 def first_divergence(rt, prompt: Sequence[int], plain: Sequence[int],  # noqa: ANN001
                      spec: Sequence[int], noise: float) -> Divergence | None:
     """Where spec and plain first differ, with the target's top-2 gap there (one-token eval)."""
-    i = next((j for j, (a, b) in enumerate(zip(plain, spec)) if a != b), None)
+    i = next((j for j, (a, b) in enumerate(zip(plain, spec, strict=False)) if a != b), None)
     if i is None:
         if len(plain) == len(spec):
             return None

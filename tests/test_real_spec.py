@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 from conftest import load_tasks
+from edge_spec.runtimes.llamacpp import LlamaCppConfig, LlamaCppRuntime
 from lossless import batch_noise, first_divergence
 
 from edge_spec.engine import Engine, EngineConfig
-from edge_spec.runtimes.llamacpp import LlamaCppConfig, LlamaCppRuntime
 
 
 def check_tasks(engine: Engine, tasks: list[dict], max_tokens: int,

@@ -51,8 +51,9 @@ def test_vocab_and_detokenize(smollm2_rt) -> None:  # noqa: ANN001
 
 
 def test_context_overflow_is_a_user_error(smollm2_path) -> None:  # noqa: ANN001
-    from edge_spec.errors import UserError
     from edge_spec.runtimes.llamacpp import LlamaCppConfig, LlamaCppRuntime
+
+    from edge_spec.errors import UserError
 
     rt = LlamaCppRuntime(smollm2_path, LlamaCppConfig(n_ctx=64, n_threads=2))
     with pytest.raises(UserError, match="context"):
