@@ -32,11 +32,19 @@ def main() -> None:
 
 
 def _register() -> None:
+    from edge_spec.cli_bench import bench
+    from edge_spec.cli_calibrate import calibrate_cmd
     from edge_spec.cli_models import models
+    from edge_spec.cli_profiles import profiles
     from edge_spec.cli_run import run
+    from edge_spec.cli_serve import serve
 
     main.add_command(models)
     main.add_command(run)
+    main.add_command(serve)
+    main.add_command(bench)
+    main.add_command(calibrate_cmd)
+    main.add_command(profiles)
 
 
 _register()

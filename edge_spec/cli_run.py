@@ -54,6 +54,8 @@ def result_dict(res: Any, engine: Any, text: str) -> dict[str, Any]:
 @click.option("--n-ctx", type=click.IntRange(64), default=None, help="Context size.")
 @click.option("--threads", type=click.IntRange(0), default=None, help="CPU threads (0: all).")
 @click.option("--n-gpu-layers", type=int, default=None, help="Layers to offload to the GPU.")
+@click.option("--profile", envvar="EDGE_SPEC_PROFILE", default=None,
+              help="Hardware profile: shipped/calibrated name or .toml path (env EDGE_SPEC_PROFILE); flags override it.")
 @click.option("--no-chat", is_flag=True, help="Send --prompt as raw text, without the chat template.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout when done.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
@@ -76,6 +78,12 @@ def run(**o: Any) -> None:
         update = read_text_file(o["update"], "update")
     refs = [read_text_file(p, "reference") for p in o["references"]]
     cfg = EngineConfig()
+    prof = None
+    if o["profile"]:  # precedence: CLI flags > profile > built-in defaults
+        from edge_spec.profile import load_profile
+
+        prof = load_profile(o["profile"])
+        cfg = prof.engine_config(cfg)
     overrides = {k: o[f] for k, f in (("n_ctx", "n_ctx"), ("n_threads", "threads"),
                                       ("n_gpu_layers", "n_gpu_layers"), ("draft", "draft"))
                  if o[f] is not None}
@@ -85,7 +93,7 @@ def run(**o: Any) -> None:
     model = o["model"] or DEMO_TARGET
     drafter = o["drafter"]
     if drafter is None and o["model"] is None and cfg.draft in ("hybrid", "model"):
-        drafter = DEMO_DRAFTER
+        drafter = (prof.drafter.model if prof is not None else "") or DEMO_DRAFTER
     engine = Engine(model, drafter, cfg)
     sampling = SamplingConfig(o["temperature"], o["top_k"], o["top_p"], o["seed"])
     streaming = not o["as_json"] and o["out"] is None

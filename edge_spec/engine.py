@@ -59,7 +59,12 @@ class Engine:
 
     def __init__(self, model: str | os.PathLike[str] | object = DEMO_TARGET,
                  drafter: str | os.PathLike[str] | object | None = None,
-                 config: EngineConfig | None = None) -> None:
+                 config: EngineConfig | None = None, profile: object | None = None) -> None:
+        if profile is not None:  # a Profile, or a shipped profile name or .toml path
+            from edge_spec.profile import load_profile
+
+            prof = profile if hasattr(profile, "engine_config") else load_profile(profile)  # type: ignore[arg-type]
+            config = prof.engine_config(config)  # the profile's settings over `config`
         self.config = cfg = config or EngineConfig()
         if cfg.draft not in DRAFT_MODES:
             raise UserError(f"unknown draft mode {cfg.draft!r}: use one of {', '.join(DRAFT_MODES)}")

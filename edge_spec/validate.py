@@ -25,8 +25,8 @@ GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
 MAX_ALIGNMENT = 1 << 20
-MAX_DIMS = 8  # the brief's bound; llama.cpp itself allows 4 (GGML_MAX_DIMS)
-MAX_NESTING = 2  # an array of arrays is the deepest any writer produces
+MAX_DIMS = 8  # llama.cpp allows 4 (GGML_MAX_DIMS); 8 leaves room for other GGUF readers
+MAX_NESTING = 2  # gguf-py writes arrays of arrays (llama.cpp refuses them); none go deeper
 MAX_TENSOR_NAME = 63  # llama.cpp's GGML_MAX_NAME is 64 including the NUL
 MAX_KEY = 1024  # real keys are under 64 bytes; with MAX_KV this bounds the memory keys take
 MAX_KV = MAX_TENSORS = 1 << 18  # real models have a few thousand; caps memory for the lists
@@ -130,7 +130,7 @@ class _Reader:
         return self.size - self.pos
 
     def read(self, n: int, what: str) -> bytes:
-        if n > self.left():
+        if n > self.size - self.pos:
             raise self.fail(f"file ends at byte {self.size} while reading {what}")
         data = self.fh.read(n)
         if len(data) != n:  # the file shrank after we measured it

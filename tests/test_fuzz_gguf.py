@@ -11,6 +11,7 @@ import importlib.util
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,7 @@ MUTATION = st.one_of(
 
 
 @pytest.fixture(scope="module")
-def scratch() -> Path:
+def scratch() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="fuzz_gguf_") as tmp:
         yield Path(tmp) / "mutant.gguf"
 

@@ -4,9 +4,9 @@ Shared by tests/test_validate.py, tests/test_fuzz_gguf.py (hypothesis) and
 tests/fuzz/atheris_gguf.py (coverage-guided, for long runs). Written without gguf-py so the
 bytes, and where each field lies, are fully under the test's control.
 
-Run as a script it is a differential fuzzer against llama.cpp's own GGUF parser (needs
-llama-cpp-python): `python tests/fuzz/fuzz_gguf.py 5000 [seed]` lists inputs check_gguf
-accepts but llama.cpp refuses or dies on, and exits 1 if there are any.
+As a script it is a differential fuzzer against llama.cpp's own GGUF parser (needs
+llama-cpp-python): `PYTHONPATH=. python tests/fuzz/fuzz_gguf.py 5000 [seed]` lists the
+inputs check_gguf accepts but llama.cpp refuses or dies on, and exits 1 if there are any.
 
 >>> data = sample_gguf()
 >>> check_bytes(mutate(data, [("put8", 16, 2**63)]), Path("/tmp/x.gguf"))

@@ -1,0 +1,262 @@
+"""`edge-spec bench`: plain vs speculative vs peers, interleaved per task, on one machine.
+
+Every ratio is measured side by side in the same run: for each repeat and task, each mode runs
+once in turn (A B C A B C), so machine drift hits all modes alike.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics as st
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edge_spec.apply import build_messages, clean_output, pick_template
+from edge_spec.errors import UserError
+
+RESULT_FIELDS = ("task_id", "mode", "repeat", "output_tokens", "prefill_ms", "decode_ms",
+                 "decode_tok_s", "tokens_per_forward", "acceptance", "match_plain",
+                 "match_expected", "error")
+
+
+@dataclass(frozen=True)
+class Mode:
+    """A named way of decoding: `draft` for ours, or a peer."""
+
+    name: str
+    draft: str = "none"
+    fixed_k: int | None = None
+    peer: str | None = None
+    param: int | None = None
+
+
+def parse_modes(spec: str) -> list[Mode]:
+    """`plain,spec-adaptive,spec-fixed-8,llamacpp-pld,llamacpp-pld-4` -> modes."""
+    modes: list[Mode] = []
+    for name in (s.strip() for s in spec.split(",") if s.strip()):
+        if name == "plain":
+            modes.append(Mode(name))
+        elif name in ("spec-adaptive", "spec-adaptive-hybrid"):
+            modes.append(Mode(name, "hybrid"))
+        elif name.startswith("spec-adaptive-"):
+            modes.append(Mode(name, name.removeprefix("spec-adaptive-")))
+        elif name.startswith("spec-fixed-"):
+            modes.append(Mode(name, "reference", fixed_k=_int(name, "spec-fixed-")))
+        elif name.startswith("spec-model-fixed-"):
+            modes.append(Mode(name, "model", fixed_k=_int(name, "spec-model-fixed-")))
+        elif name == "llamacpp-pld":
+            modes.append(Mode(name, peer="pld", param=10))
+        elif name.startswith("llamacpp-pld-"):
+            modes.append(Mode(name, peer="pld", param=_int(name, "llamacpp-pld-")))
+        elif name.startswith("hf-"):
+            modes.append(Mode(name, peer=name))
+        else:
+            raise UserError(f"unknown bench mode {name!r}: use plain, spec-adaptive[-DRAFTER], "
+                            "spec-fixed-K, spec-model-fixed-K, llamacpp-pld[-N], hf-assisted")
+    if not modes or modes[0].name != "plain":
+        modes = [Mode("plain"), *[m for m in modes if m.name != "plain"]]
+    return modes
+
+
+def _int(name: str, prefix: str) -> int:
+    try:
+        return int(name.removeprefix(prefix))
+    except ValueError:
+        raise UserError(f"bench mode {name!r} needs a number after {prefix!r}") from None
+
+
+def load_tasks(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """Tasks from JSONL: apply tasks (original, update[, instruction, expected]) or prompts."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"task file not found: {path}")
+    tasks = []
+    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            t = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
+        if not ("prompt" in t or ("original" in t and "update" in t)):
+            raise UserError(f"{path}:{i}: a task needs 'prompt' or 'original' and 'update'")
+        t.setdefault("id", f"task-{i}")
+        tasks.append(t)
+    return tasks[:limit] if limit else tasks
+
+
+class PldPeer:
+    """llama-cpp-python's own LlamaPromptLookupDecoding (needs logits_all, which it forces)."""
+
+    def __init__(self, model_path: Path, n_ctx: int, threads: int) -> None:
+        from llama_cpp import Llama
+        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+        self._cls = LlamaPromptLookupDecoding
+        self.llm = Llama(model_path=str(model_path), n_ctx=n_ctx, n_threads=threads,
+                         n_threads_batch=threads, draft_model=LlamaPromptLookupDecoding(),
+                         verbose=False)
+
+    def run(self, tokens: Sequence[int], max_tokens: int, stop: Sequence[str],
+            num_pred: int) -> dict[str, Any]:
+        self.llm.draft_model = self._cls(num_pred_tokens=num_pred)
+        t0 = time.perf_counter()
+        first = None
+        parts: list[str] = []
+        n_out = 0
+        finish = ""
+        for chunk in self.llm.create_completion(list(tokens), max_tokens=max_tokens,
+                                                temperature=0.0, stop=list(stop) or None,
+                                                stream=True):
+            if first is None:
+                first = time.perf_counter()
+            ch = chunk["choices"][0]
+            parts.append(ch.get("text", ""))
+            n_out += 1
+            finish = ch.get("finish_reason") or finish
+        end = time.perf_counter()
+        first = first or end
+        text = "".join(parts)
+        n_out = len(self.llm.tokenize(text.encode(), add_bos=False, special=False)) or n_out
+        decode_ms = (end - first) * 1e3
+        return {"text": text, "output_tokens": n_out, "prefill_ms": (first - t0) * 1e3,
+                "decode_ms": decode_ms, "decode_tok_s": n_out / (decode_ms / 1e3)
+                if decode_ms else 0.0, "tokens_per_forward": None, "acceptance": None,
+                "finish_reason": finish}
+
+
+def run_ours(engine: Any, task: dict[str, Any], mode: Mode, max_tokens: int | None) -> dict[str, Any]:
+    if "prompt" in task:
+        res = engine.generate(task["prompt"], max_tokens=max_tokens or 256, draft=mode.draft,
+                              fixed_k=mode.fixed_k)
+        text, stats = res.text, res.stats
+    else:
+        res = engine.apply(task["original"], task["update"], task.get("instruction"),
+                           lang=task.get("language", ""), max_tokens=max_tokens,
+                           draft=mode.draft, fixed_k=mode.fixed_k)
+        text, stats = res.text, res.stats
+    d = stats.to_dict(steps=True)
+    d["text"] = text
+    d["k_trace"] = [s["k"] for s in d.pop("steps")]
+    return d
+
+
+def apply_prompt(engine: Any, task: dict[str, Any]) -> tuple[list[int], str, tuple[str, ...]]:
+    """The exact prompt tokens our apply uses, so peers decode from the same prompt."""
+    from edge_spec.chat import chat_tokens
+
+    tpl = pick_template(getattr(engine.target, "metadata", {}) or {})
+    msgs, prefix, stop = build_messages(tpl, task["original"], task["update"],
+                                        task.get("instruction"), task.get("language", ""))
+    tokens = chat_tokens(engine.target, msgs) + engine.target.tokenize(prefix, special=False)
+    return tokens, prefix, stop
+
+
+def run_task(engine: Any, peer: PldPeer | None, task: dict[str, Any], mode: Mode,
+             max_tokens: int | None) -> dict[str, Any]:
+    """One measurement; errors are recorded, never raised."""
+    try:
+        if mode.peer == "pld":
+            if peer is None:
+                raise UserError("llamacpp-pld needs the llama.cpp target")
+            if "prompt" in task:
+                from edge_spec.chat import chat_tokens
+
+                toks = chat_tokens(engine.target, [{"role": "user", "content": task["prompt"]}])
+                d = peer.run(toks, max_tokens or 256, (), mode.param or 10)
+            else:
+                toks, prefix, stop = apply_prompt(engine, task)
+                budget = max_tokens or int(len(engine.target.tokenize(task["original"]
+                                                                      + task["update"])) * 1.3) + 64
+                d = peer.run(toks, budget, stop, mode.param or 10)
+                d["text"] = clean_output(d["text"], task["original"], prefix)
+            return d
+        if mode.peer:
+            raise UserError(f"mode {mode.name} is not available in this build "
+                            "(needs the 'torch' extra and a torch build of the target)")
+        return run_ours(engine, task, mode, max_tokens)
+    except Exception as exc:  # noqa: BLE001 - a failing mode must not stop the benchmark
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: int,
+          max_tokens: int | None, peer_factory: Callable[[], PldPeer | None] | None = None,
+          progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Run every (repeat, task, mode) interleaved; return result records."""
+    peer = peer_factory() if peer_factory and any(m.peer == "pld" for m in modes) else None
+    records: list[dict[str, Any]] = []
+    for r in range(repeat):
+        for task in tasks:
+            plain_text = None
+            for mode in modes:
+                d = run_task(engine, peer, task, mode, max_tokens)
+                rec = {"task_id": task["id"], "mode": mode.name, "repeat": r, **d}
+                text = d.get("text")
+                if mode.name == "plain":
+                    plain_text = text
+                rec["match_plain"] = None if text is None or plain_text is None else text == plain_text
+                exp = task.get("expected")
+                rec["match_expected"] = None if text is None or exp is None else text == exp
+                rec.setdefault("error", None)
+                for f in RESULT_FIELDS:
+                    rec.setdefault(f, None)
+                records.append(rec)
+                if progress:
+                    progress(f"{task['id']} {mode.name}")
+    return records
+
+
+def machine() -> dict[str, Any]:
+    """CPU model, cores and library versions for the summary."""
+    import os
+    from importlib import metadata
+
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions = {}
+    for pkg in ("edge-spec", "llama-cpp-python", "numpy"):
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            versions[pkg] = None
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "platform": platform.platform(), "versions": versions}
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Medians per mode, with speedups as medians of per-task ratios to plain."""
+    def med(xs: list[float]) -> float | None:
+        xs = [x for x in xs if x is not None]
+        return round(st.median(xs), 3) if xs else None
+
+    plain: dict[tuple[str, int], float] = {
+        (r["task_id"], r["repeat"]): r["decode_tok_s"] for r in records
+        if r["mode"] == "plain" and not r["error"] and r["decode_tok_s"]}
+    out: dict[str, dict[str, Any]] = {}
+    for mode in dict.fromkeys(r["mode"] for r in records):
+        rs = [r for r in records if r["mode"] == mode]
+        ok = [r for r in rs if not r["error"]]
+        ratios = [r["decode_tok_s"] / plain[(r["task_id"], r["repeat"])] for r in ok
+                  if (r["task_id"], r["repeat"]) in plain and r["decode_tok_s"]]
+        out[mode] = {
+            "runs": len(rs), "errors": len(rs) - len(ok),
+            "decode_tok_s": med([r["decode_tok_s"] for r in ok]),
+            "speedup": med(ratios), "min_speedup": round(min(ratios), 3) if ratios else None,
+            "prefill_ms": med([r["prefill_ms"] for r in ok]),
+            "tokens_per_forward": med([r["tokens_per_forward"] for r in ok]),
+            "acceptance": med([r["acceptance"] for r in ok]),
+            "match_plain": sum(bool(r["match_plain"]) for r in ok),
+            "match_expected": sum(bool(r["match_expected"]) for r in ok),
+            "n_ok": len(ok),
+        }
+    return out

@@ -1,0 +1,79 @@
+"""`edge-spec bench`: the side-by-side benchmark command."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+@click.command()
+@click.option("--tasks", "tasks_path", required=True, type=click.Path(dir_okay=False),
+              help="JSONL task file (apply tasks or {'prompt': ...} lines).")
+@click.option("--limit", type=click.IntRange(1), default=None, help="First N tasks only.")
+@click.option("--modes", default="plain,spec-adaptive,spec-fixed-8,llamacpp-pld", show_default=True,
+              help="Comma list: plain, spec-adaptive[-reference|-model|-hybrid], spec-fixed-K, "
+                   "spec-model-fixed-K, llamacpp-pld[-N], hf-assisted.")
+@click.option("--repeat", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench-out",
+              show_default=True)
+@click.option("--model", default=None, help="Target (default: the demo 1.5B).")
+@click.option("--drafter", default=None, help="Drafter (default: the demo 0.5B with the demo target).")
+@click.option("--max-tokens", type=click.IntRange(1), default=None, help="Cap output tokens per task.")
+@click.option("--threads", type=click.IntRange(0), default=0, help="CPU threads (0: all).")
+@click.option("--n-ctx", type=click.IntRange(256), default=8192, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+def bench(**o: Any) -> None:
+    """Benchmark plain decoding, edge-spec and peers side by side; JSON + Markdown + PNG."""
+    from edge_spec.bench import PldPeer, load_tasks, machine, parse_modes, summarize
+    from edge_spec.bench import bench as run_bench
+    from edge_spec.bench_report import write_plots, write_results
+    from edge_spec.engine import DEMO_DRAFTER, DEMO_TARGET, Engine, EngineConfig
+
+    modes = parse_modes(o["modes"])
+    tasks = load_tasks(o["tasks_path"], o["limit"])
+    model = o["model"] or DEMO_TARGET
+    drafter = o["drafter"] or (DEMO_DRAFTER if o["model"] is None else None)
+    engine = Engine(model, drafter, EngineConfig(n_ctx=o["n_ctx"], n_threads=o["threads"]))
+    path = getattr(engine.target, "path", None)
+
+    def peer() -> PldPeer | None:
+        return PldPeer(path, o["n_ctx"], o["threads"] or 0) if path else None
+
+    total = len(tasks) * len(modes) * o["repeat"]
+    records = _with_progress(total, lambda cb: run_bench(engine, tasks, modes, o["repeat"],
+                                                         o["max_tokens"], peer, cb))
+    summary = summarize(records)
+    out = Path(o["out_dir"])
+    meta = {"command": "edge-spec " + " ".join(sys.argv[1:]), "tasks": o["tasks_path"],
+            "n_tasks": len(tasks), "repeat": o["repeat"], "model": engine.model_name,
+            "drafter": engine.drafter_name, "threads": o["threads"] or "all",
+            "machine": machine(), "date": _dt.datetime.now().isoformat(timespec="seconds")}
+    write_results(out, records, summary, meta)
+    focus = next((m.name for m in modes if m.name.startswith("spec-adaptive")), modes[-1].name)
+    write_plots(out, records, focus)
+    if o["as_json"]:
+        from edge_spec.cli import emit_json
+
+        emit_json({"summary": summary, "out": str(out)})
+    else:
+        click.echo((out / "summary.md").read_text())
+
+
+def _with_progress(total: int, work: Any) -> Any:
+    try:
+        from rich.progress import Progress
+    except ImportError:
+        return work(None)
+    from rich.console import Console
+
+    with Progress(console=Console(stderr=True), transient=False) as prog:
+        tid = prog.add_task("bench", total=total)
+
+        def cb(what: str) -> None:
+            prog.update(tid, advance=1, description=what)
+
+        return work(cb)

@@ -1,0 +1,103 @@
+"""`edge-spec serve`: the OpenAI-compatible server (FastAPI + uvicorn, extra `serve`)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from typing import Any
+
+import click
+
+from edge_spec.errors import UserError, require
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def engine_factory(o: dict[str, Any]):  # noqa: ANN201 - returns a callable
+    """A callable that builds the Engine from the command-line options (run at server start).
+
+    Model selection goes here: --model/--drafter today, defaulting to the demo pair like `run`.
+    (A --bundle DIR and --profile NAME will resolve to model paths and an EngineConfig here too.)
+    """
+    from dataclasses import replace
+
+    from edge_spec.engine import DEMO_DRAFTER, DEMO_TARGET, Engine, EngineConfig
+
+    cfg = EngineConfig()
+    overrides = {k: o[f] for k, f in (("n_ctx", "n_ctx"), ("n_threads", "threads"),
+                                      ("n_gpu_layers", "n_gpu_layers"), ("draft", "draft"))
+                 if o.get(f) is not None}
+    cfg = replace(cfg, **overrides)
+    model = o["model"] or DEMO_TARGET
+    drafter = o["drafter"]
+    if drafter is None and o["model"] is None and cfg.draft in ("hybrid", "model"):
+        drafter = DEMO_DRAFTER
+    return lambda: Engine(model, drafter, cfg)
+
+
+@click.command()
+@click.option("--model", default=None, help="Target model: catalogue name, .gguf path or hf:ORG/REPO/FILE.")
+@click.option("--drafter", default=None, help="Drafter model (same tokenizer as the target).")
+@click.option("--draft", type=click.Choice(["hybrid", "reference", "model", "none"]), default=None,
+              help="Drafting: hybrid (default), reference, model or none (plain decoding).")
+# --bundle DIR / --profile NAME: to be added here (and resolved in engine_factory).
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@click.option("--api-key", envvar="EDGE_SPEC_API_KEY", default=None, show_envvar=True,
+              help="Require 'Authorization: Bearer KEY' on /v1/* (/health stays open).")
+@click.option("--max-queue", type=click.IntRange(1), default=8, show_default=True,
+              help="Requests running or waiting at once; more get 503 + Retry-After.")
+@click.option("--max-body-bytes", type=click.IntRange(1024), default=4 * 1024 * 1024,
+              show_default=True, help="Largest request body; larger gets 413.")
+@click.option("--n-ctx", type=click.IntRange(64), default=None, help="Context size.")
+@click.option("--threads", type=click.IntRange(0), default=None, help="CPU threads (0: all).")
+@click.option("--n-gpu-layers", type=int, default=None, help="Layers to offload to the GPU.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default="info", show_default=True)
+def serve(**o: Any) -> None:
+    """Serve an OpenAI-compatible API with Predicted Outputs (chat, completions, apply)."""
+    uvicorn = require("uvicorn", "serve")
+    from edge_spec.server import ServerSettings, create_app
+
+    if not o["api_key"] and not _is_loopback(o["host"]):
+        click.echo(f"warning: listening on {o['host']} without an API key: anyone who can reach "
+                   "this port can use the model (set --api-key or EDGE_SPEC_API_KEY)", err=True)
+    logger = logging.getLogger("edge_spec")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(o["log_level"].upper())
+
+    failure: list[BaseException] = []
+    server: Any = None
+
+    def on_load_error(exc: BaseException) -> None:
+        failure.append(exc)
+        if server is not None:
+            server.should_exit = True
+
+    settings = ServerSettings(api_key=o["api_key"] or None, max_queue=o["max_queue"],
+                              max_body_bytes=o["max_body_bytes"], on_load_error=on_load_error)
+    app = create_app(engine_factory(o), settings)
+    config = uvicorn.Config(app, host=o["host"], port=o["port"], log_level=o["log_level"],
+                            timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    try:
+        server.run()
+    except SystemExit as exc:  # uvicorn exits like this when it cannot bind
+        if exc.code not in (0, None):
+            raise UserError(f"could not serve on {o['host']}:{o['port']} (see the message "
+                            "above); pick another --port or --host") from None
+        raise
+    if failure:
+        exc = failure[0]
+        raise UserError(str(exc) if isinstance(exc, UserError)
+                        else f"could not load the model: {type(exc).__name__}: {exc}")
