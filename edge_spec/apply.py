@@ -41,9 +41,9 @@ class Template:
 TEMPLATES: dict[str, Template] = {
     "instruct": Template(
         "instruct", SYSTEM,
-        "{instruction_line}Original file:\n{fence}{lang}\n{original}\n{fence}\n\n"
+        "{instruction_line}Original file:\n{fence}{lang}\n{original_nl}{fence}\n\n"
         "Edit snippet (`... existing code ...` stands for unchanged code):\n"
-        "{fence}{lang}\n{update}\n{fence}\n\nOutput the complete updated file.",
+        "{fence}{lang}\n{update_nl}{fence}\n\nOutput the complete updated file.",
         "{fence}{lang}\n", ("\n{fence}",)),
     "fastapply": Template(
         "fastapply", None,
@@ -52,7 +52,7 @@ TEMPLATES: dict[str, Template] = {
         "<updated-code>", ("</updated-code>",)),
     "aixapply": Template(
         "aixapply", None,
-        "<source_file>\n{original}\n</source_file>\n<update_snippet>\n{update}\n</update_snippet>",
+        "<source_file>\n{original_nl}</source_file>\n<update_snippet>\n{update_nl}</update_snippet>",
         "<update_file>\n", ("</update_file>",)),
 }
 
@@ -95,7 +95,9 @@ def build_messages(tpl: Template, original: str, update: str, instruction: str |
     """(messages, assistant answer prefix, stop strings) for one apply request."""
     fence = _fence(original, update)
     instr = (instruction or "").strip()
-    values = dict(original=original.rstrip("\n"), update=update.rstrip("\n"), fence=fence,
+    values = dict(original=original, update=update, fence=fence,
+                  original_nl=original if original.endswith("\n") else original + "\n",
+                  update_nl=update if update.endswith("\n") else update + "\n",
                   lang=lang, instruction=instr,
                   instruction_line=f"Instruction: {instr}\n\n" if instr else "")
     msgs = [] if tpl.system is None else [{"role": "system", "content": tpl.system}]
@@ -187,9 +189,16 @@ def _fuzzy(lines: list[str], target: str, start: int, cutoff: float = 0.7,
     return best_i
 
 
-def clean_output(raw: str, original: str, prefix: str = "") -> str:
-    """Strip a wrapping fence or output tags; keep the original's newline convention."""
+def clean_output(raw: str, original: str, prefix: str = "", stop: tuple[str, ...] = (),
+                 stopped: bool = True) -> str:
+    """Strip a wrapping fence or output tags; keep the original's final-newline convention.
+
+    The body is never altered: only the wrapper goes, and a final newline is added or removed
+    to match the original file.
+    """
     text = raw
+    if stopped and any(s.startswith("\n") for s in stop):
+        text += "\n"  # the stop string ("\n```") took the body's last newline with it
     if not prefix:  # the model wrote its own wrapper
         m = re.match(r"^\s*(`{3,})[^\n]*\n", text)
         if m:
@@ -201,11 +210,12 @@ def clean_output(raw: str, original: str, prefix: str = "") -> str:
                                     ("<update_file>", "</update_file>")):
             if text.lstrip().startswith(open_tag):
                 text = text.lstrip()[len(open_tag):].split(close_tag)[0]
-    if prefix.startswith("<") and text.startswith("\n"):
+    if prefix.startswith("<") and text.startswith("\n") and not original.startswith("\n"):
         text = text[1:]
-    text = text.rstrip("\n")
-    if original.endswith("\n") or not original:
+    if original.endswith("\n") and not text.endswith("\n"):
         text += "\n"
+    elif original and not original.endswith("\n") and text.endswith("\n"):
+        text = text[:-1]
     if "\r\n" in original:
         text = text.replace("\r\n", "\n").replace("\n", "\r\n")
     return text
@@ -230,6 +240,6 @@ def apply(engine: Engine, original: str, update: str, instruction: str | None = 
         user_cb = on_delta
         on_delta = lambda d: user_cb(d.replace("\n", "\r\n"))  # noqa: E731
     res = engine.run_tokens(tokens, gen, refs, draft, on_delta, cancel)
-    text = clean_output(res.text, original, prefix)
+    text = clean_output(res.text, original, prefix, stop, res.stats.finish_reason == "stop")
     return ApplyResult(text=text, raw=res.text, stats=res.stats, template=tpl.name,
                        extra={"tokens": res.tokens, "prompt": tokens})

@@ -173,7 +173,8 @@ def run_task(engine: Any, peer: PldPeer | None, task: dict[str, Any], mode: Mode
                 budget = max_tokens or int(len(engine.target.tokenize(task["original"]
                                                                       + task["update"])) * 1.3) + 64
                 d = peer.run(toks, budget, stop, mode.param or 10)
-                d["text"] = clean_output(d["text"], task["original"], prefix)
+                d["text"] = clean_output(d["text"], task["original"], prefix, stop,
+                                         d["finish_reason"] == "stop")
             return d
         if mode.peer:
             raise UserError(f"mode {mode.name} is not available in this build "

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from edge_spec.drafters.base import EMPTY, Draft
+from edge_spec.errors import UserError
 
 if TYPE_CHECKING:
     from edge_spec.adapt import Controller
@@ -64,6 +65,9 @@ class ReferenceDrafter:
         self._texts = [self.rt.detokenize(prompt), *references]
         for text in references:
             toks = self.rt.tokenize(text, special=False)
+            if len(toks) > max(self.rt.n_ctx, self.cfg.max_reference_tokens):
+                raise UserError(f"a reference of {len(toks)} tokens is longer than the context "
+                                f"window ({self.rt.n_ctx}); pass a smaller reference file")
             self._refs.append(toks)
             self._index.append(self._build(toks, len(toks)))
         self._align = self._last = None
@@ -77,6 +81,17 @@ class ReferenceDrafter:
             index[tuple(toks[p - n:p])].append(p)
         return index
 
+    @staticmethod
+    def _candidates(positions: list[int], anchor: int) -> list[int]:
+        """At most _MAX_CANDIDATES occurrences, those nearest the anchor (the list is sorted)."""
+        if len(positions) <= _MAX_CANDIDATES:
+            return positions
+        from bisect import bisect_left
+
+        i = bisect_left(positions, anchor)
+        lo = max(0, min(i - _MAX_CANDIDATES // 2, len(positions) - _MAX_CANDIDATES))
+        return positions[lo:lo + _MAX_CANDIDATES]
+
     def _match_len(self, ref: Sequence[int], p: int, ctx: Sequence[int]) -> int:
         n, lim = 0, min(self.cfg.ngram_max, p, len(ctx))
         while n < lim and ref[p - 1 - n] == ctx[-1 - n]:
@@ -84,19 +99,21 @@ class ReferenceDrafter:
         return n
 
     def propose(self, context: Sequence[int], limit: int, ctl: Controller) -> Draft:
-        if limit <= 0 or len(context) < self.cfg.ngram_min:
+        if limit <= 0:
+            return EMPTY
+        if len(context) == self._n_prompt and len(self._refs) > 1:
+            # No output yet: the answer most likely starts like the first reference
+            # (for apply, the naive merge), whose start no n-gram of the prompt can find.
+            self._last = (1, 0)
+            return Draft(tokens=self._refs[1][:limit], source="reference", feature="ref-start")
+        if len(context) < self.cfg.ngram_min:
             return EMPTY
         ctx0 = self._refs[0]
         ctx0.extend(context[len(ctx0):])  # the context only grows within a request
         # Positions up to len-1 only: the final position is the suffix matching itself.
         self._build(ctx0, len(ctx0) - 1, self._indexed, self._index[0])
         self._indexed = len(ctx0)
-        if len(context) == self._n_prompt and len(self._refs) > 1:
-            # No output yet: the answer most likely starts like the first reference
-            # (for apply, the naive merge), whose start no n-gram of the prompt can find.
-            self._last = (1, 0)
-            return Draft(tokens=self._refs[1][:limit], source="reference", feature="ref-start")
-        best: tuple[tuple[int, int, int, int], int, int] | None = None
+        best: tuple[tuple[int, ...], int, int] | None = None
         if self._align is not None:
             r, p = self._align
             ref = self._refs[r]
@@ -105,11 +122,15 @@ class ReferenceDrafter:
         key = tuple(context[-self.cfg.ngram_min:])
         for r, index in enumerate(self._index):
             ref = self._refs[r]
-            for p in index.get(key, ())[-_MAX_CANDIDATES:]:
+            same = self._last is not None and self._last[0] == r
+            anchor = self._last[1] if same else 0  # type: ignore[index]
+            for p in self._candidates(index.get(key, ()), anchor):
                 if p >= len(ref):
                     continue
-                near = int(self._last is not None and self._last[0] == r and p >= self._last[1])
-                score = (0, min(self._match_len(ref, p, context), 16), near, p)
+                # Longest match first; ties go to the occurrence just after the last alignment
+                # (copying moves forward through a file), else to the earliest one.
+                near = int(same and p >= anchor)
+                score = (0, self._match_len(ref, p, context), near, -abs(p - anchor))
                 if best is None or score > best[0]:
                     best = (score, r, p)
         if best is None:
@@ -122,22 +143,32 @@ class ReferenceDrafter:
 
     def _text_draft(self, context: Sequence[int], limit: int) -> Draft:
         self._last = None
-        tail = self.rt.detokenize(context[-8:])
-        if len(tail.strip()) < self.cfg.text_min_chars or "\ufffd" in tail:
+        tail = self.rt.detokenize(context[-12:])
+        if "\ufffd" in tail:
             return EMPTY
+        for n in (48, 24, self.cfg.text_min_chars):
+            probe = tail[-n:]
+            if len(probe.strip()) < self.cfg.text_min_chars // 2:
+                break
+            draft = self._find_text(probe, limit)
+            if draft is not None:
+                return draft
+        return EMPTY
+
+    def _find_text(self, probe: str, limit: int) -> Draft | None:
         for i, text in enumerate(self._texts):
-            at = text.find(tail, self._text_pos.get(i, 0))
+            at = text.find(probe, self._text_pos.get(i, 0))
             if at < 0:
-                at = text.find(tail)
+                at = text.find(probe)
             if at < 0:
                 continue
-            end = at + len(tail)
+            end = at + len(probe)
             self._text_pos[i] = end
             follow = text[end:end + 4 * limit + 16]
             toks = self.rt.tokenize(follow, special=False)[:limit] if follow else []
             if toks:
                 return Draft(tokens=toks, source="reference", feature="ref-text")
-        return EMPTY
+        return None
 
     def observe(self, draft: Draft, accepted: int) -> None:
         if self._last is None or draft.source != "reference":
