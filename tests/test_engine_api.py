@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 import time
 
-from edge_spec.engine import Engine, EngineConfig
 from edge_spec.runtimes.fake import FakeRuntime
+
+from edge_spec.engine import Engine, EngineConfig
 
 ORIG = "".join(f"def f{i}(x):\n    return x * {i}  # ✓ 漢字\n\n" for i in range(30))
 UPD = "# ... existing code ...\ndef f3(x):\n    return x * 333  # ✓ 漢字\n# ... existing code ...\n"

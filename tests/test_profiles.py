@@ -168,8 +168,9 @@ def test_gpu_table_never_shorter_at_equal_acceptance(accept: float) -> None:
 # ---- plumbing into the engine and `edge-spec run` ----------------------------------------
 
 def test_engine_takes_a_profile() -> None:
-    from edge_spec.engine import Engine, EngineConfig
     from edge_spec.runtimes.fake import FakeRuntime
+
+    from edge_spec.engine import Engine, EngineConfig
 
     eng = Engine(FakeRuntime(follow="x = 1\n"), None, profile="rtx4090")
     assert eng.config.n_gpu_layers == -1 and eng.controller.cfg.k_max == 128

@@ -6,11 +6,11 @@ import statistics
 import time
 
 import pytest
+from edge_spec.runtimes.fake import FakeRuntime
 
 from edge_spec.adapt import Controller
 from edge_spec.drafters.reference import ReferenceDrafter
 from edge_spec.errors import UserError
-from edge_spec.runtimes.fake import FakeRuntime
 
 FILE = "".join(f"def handler_{i}(request):\n    return respond(request, code={i})\n\n"
                for i in range(120))
