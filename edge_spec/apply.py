@@ -233,7 +233,9 @@ def apply(engine: Engine, original: str, update: str, instruction: str | None = 
     msgs, prefix, stop = build_messages(tpl, original_lf, update_lf, instruction, lang)
     tokens = chat_tokens(engine.target, msgs)
     tokens += engine.target.tokenize(prefix, special=False)
-    refs = [naive_merge(original_lf, update_lf), original_lf, update_lf]
+    # The snippet's marker lines never appear in the answer: drafting them only wastes verifies.
+    snippet = "\n".join(ln for ln in update_lf.splitlines() if not MARKER.match(ln))
+    refs = [naive_merge(original_lf, update_lf), original_lf, snippet]
     budget = max_tokens or int(len(engine.target.tokenize(original_lf + update_lf)) * 1.3) + 64
     gen = GenConfig(budget, stop, sampling or SamplingConfig(), fixed_k)
     if on_delta is not None and crlf:

@@ -33,7 +33,7 @@ def _load_harness():  # noqa: ANN202 - a module
 
 fz = _load_harness()
 SAMPLE = fz.sample_gguf()
-EXAMPLES = int(os.environ.get("EDGE_SPEC_FUZZ_EXAMPLES", "3000"))
+EXAMPLES = int(os.environ.get("EDGE_SPEC_FUZZ_EXAMPLES", "4000"))
 N = len(SAMPLE)
 # Values that sit on the bounds a parser gets wrong: sign bits, all-ones, the file size.
 INTERESTING = [0, 1, 2, 7, 8, 9, 12, 13, 31, 32, 63, 64, 65, 255, 1024, 1 << 20, 2**31 - 1,
