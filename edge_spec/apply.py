@@ -9,9 +9,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 
 from edge_spec.chat import chat_tokens
+from edge_spec.drafters.base import Reference
 from edge_spec.errors import UserError
 from edge_spec.loop import GenConfig
 from edge_spec.stats import Stats
@@ -138,6 +140,25 @@ def naive_merge(original: str, update: str) -> str:
     return "\n".join(out) + ("\n" if original.endswith("\n") else "")
 
 
+def edit_references(original: str, update: str) -> tuple[Reference, Reference]:
+    """The naive merge and the original, each cut where the merge departs from the original."""
+    merged = naive_merge(original, update)
+    a, b = original.splitlines(keepends=True), merged.splitlines(keepends=True)
+    off_a = [0]
+    for ln in a:
+        off_a.append(off_a[-1] + len(ln))
+    off_b = [0]
+    for ln in b:
+        off_b.append(off_b[-1] + len(ln))
+    cuts_a: set[int] = set()
+    cuts_b: set[int] = set()
+    for op, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op != "equal":
+            cuts_a.update((off_a[i1], off_a[i2]))
+            cuts_b.update((off_b[j1], off_b[j2]))
+    return Reference(merged, sorted(cuts_b)), Reference(original, sorted(cuts_a))
+
+
 def _locate(orig: list[str], chunk: list[str], pos: int) -> tuple[int, int] | None:
     """The span of original lines [s, e) that `chunk` replaces, anchored on matching lines."""
     lines = [(j, ln.strip()) for j, ln in enumerate(chunk) if ln.strip()]
@@ -179,8 +200,6 @@ def _find(lines: list[str], target: str, start: int, stop: int | None = None) ->
 
 def _fuzzy(lines: list[str], target: str, start: int, cutoff: float = 0.7,
            stop: int | None = None) -> int | None:
-    from difflib import SequenceMatcher
-
     best, best_i = cutoff, None
     for i in range(start, min(len(lines), stop or len(lines))):
         sm = SequenceMatcher(None, lines[i].strip(), target)
@@ -235,7 +254,8 @@ def apply(engine: Engine, original: str, update: str, instruction: str | None = 
     tokens += engine.target.tokenize(prefix, special=False)
     # The snippet's marker lines never appear in the answer: drafting them only wastes verifies.
     snippet = "\n".join(ln for ln in update_lf.splitlines() if not MARKER.match(ln))
-    refs = [naive_merge(original_lf, update_lf), original_lf, snippet]
+    merged, orig_ref = edit_references(original_lf, update_lf)
+    refs = [merged, orig_ref, snippet]
     budget = max_tokens or int(len(engine.target.tokenize(original_lf + update_lf)) * 1.3) + 64
     gen = GenConfig(budget, stop, sampling or SamplingConfig(), fixed_k)
     if on_delta is not None and crlf:

@@ -88,3 +88,21 @@ def test_token_boundaries_fall_back_to_text(smollm2_rt) -> None:  # noqa: ANN001
     draft = d.propose(prompt + in_ctx, 8, Controller())
     assert draft.tokens, "no draft although the output text is in the reference"
     assert ref[30:].startswith(rt.detokenize(draft.tokens)[:5])
+
+
+def test_drafts_end_at_edit_cuts() -> None:
+    from edge_spec.apply import edit_references
+
+    rt = FakeRuntime()
+    original = "a = 1\nb = 2\nc = 3\nd = 4\n"
+    merged, _ = edit_references(original, "# ... existing code ...\nc = 30\n# ... existing code ...\n")
+    assert merged == "a = 1\nb = 2\nc = 30\nd = 4\n" and merged.cuts == (12, 19)
+    d = ReferenceDrafter(rt)
+    prompt = rt.tokenize("Q")
+    d.begin(prompt, [merged])
+    first = d.propose(prompt, 64, Controller())
+    assert rt.detokenize(first.tokens) == "a = 1\nb = 2\n"  # stops where the edit begins
+    d.observe(first, len(first))
+    ctx = prompt + first.tokens + rt.tokenize("c")
+    second = d.propose(ctx, 64, Controller())
+    assert rt.detokenize(second.tokens) == " = 30\n"

@@ -40,6 +40,24 @@ class Draft:
 EMPTY = Draft()
 
 
+class Reference(str):
+    """A reference text with `cuts`: character offsets where the answer may depart from it.
+
+    The reference drafter ends a draft at the next cut, so a verify step never bets a long
+    draft across a likely edit point; the target's bonus token then shows which way it went.
+
+    >>> Reference("a\nb\n", cuts=(2,)).cuts
+    (2,)
+    """
+
+    cuts: tuple[int, ...]
+
+    def __new__(cls, text: str, cuts: Sequence[int] = ()) -> Reference:
+        obj = super().__new__(cls, text)
+        obj.cuts = tuple(sorted(set(cuts)))
+        return obj
+
+
 class Drafter(Protocol):
     """Proposes continuations of a context and learns from what the target accepted."""
 

@@ -8,6 +8,7 @@ takes over and the continuation is re-tokenized.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ class ReferenceDrafter:
         self.rt = runtime
         self.cfg = config or ReferenceConfig()
         self._refs: list[list[int]] = []
+        self._cuts: list[list[int]] = []
         self._index: list[dict[tuple[int, ...], list[int]]] = []
         self._texts: list[str] = []
         self._indexed = 0
@@ -59,6 +61,7 @@ class ReferenceDrafter:
 
     def begin(self, prompt: Sequence[int], references: Sequence[str]) -> None:
         self._refs = [list(prompt)]
+        self._cuts = [[]]
         self._n_prompt = len(prompt)
         self._index = [defaultdict(list)]
         self._indexed = 0
@@ -69,6 +72,7 @@ class ReferenceDrafter:
                 raise UserError(f"a reference of {len(toks)} tokens is longer than the context "
                                 f"window ({self.rt.n_ctx}); pass a smaller reference file")
             self._refs.append(toks)
+            self._cuts.append(self._token_cuts(text, toks))
             self._index.append(self._build(toks, len(toks)))
         self._align = self._last = None
         self._text_pos = {}
@@ -81,13 +85,32 @@ class ReferenceDrafter:
             index[tuple(toks[p - n:p])].append(p)
         return index
 
+    def _token_cuts(self, text: str, toks: Sequence[int]) -> list[int]:
+        """Token indices of the reference's cut points (character offsets -> tokens)."""
+        cuts = getattr(text, "cuts", ())
+        if not cuts:
+            return []
+        starts, pos = [], 0
+        for t in toks:
+            starts.append(pos)
+            pos += len(self.rt.token_bytes(t))
+        return sorted({bisect_left(starts, len(text[:c].encode())) for c in cuts})
+
+    def _slice(self, r: int, p: int, limit: int) -> list[int]:
+        """Up to `limit` reference tokens from p, ending at the next cut point after p."""
+        end = p + limit
+        cuts = self._cuts[r]
+        if cuts:
+            i = bisect_right(cuts, p)
+            if i < len(cuts):
+                end = min(end, cuts[i])
+        return list(self._refs[r][p:end])
+
     @staticmethod
     def _candidates(positions: list[int], anchor: int) -> list[int]:
         """At most _MAX_CANDIDATES occurrences, those nearest the anchor (the list is sorted)."""
         if len(positions) <= _MAX_CANDIDATES:
             return positions
-        from bisect import bisect_left
-
         i = bisect_left(positions, anchor)
         lo = max(0, min(i - _MAX_CANDIDATES // 2, len(positions) - _MAX_CANDIDATES))
         return positions[lo:lo + _MAX_CANDIDATES]
@@ -105,7 +128,7 @@ class ReferenceDrafter:
             # No output yet: the answer most likely starts like the first reference
             # (for apply, the naive merge), whose start no n-gram of the prompt can find.
             self._last = (1, 0)
-            return Draft(tokens=self._refs[1][:limit], source="reference", feature="ref-start")
+            return Draft(tokens=self._slice(1, 0, limit), source="reference", feature="ref-start")
         if len(context) < self.cfg.ngram_min:
             return EMPTY
         ctx0 = self._refs[0]
@@ -136,10 +159,9 @@ class ReferenceDrafter:
         if best is None:
             return self._text_draft(context, limit)
         (aligned, length, _, _), r, p = best
-        tokens = self._refs[r][p:p + limit]
         self._last = (r, p)
         feature = f"ref-{'a' if aligned else 'n'}-{_bucket(length)}"
-        return Draft(tokens=list(tokens), source="reference", feature=feature)
+        return Draft(tokens=self._slice(r, p, limit), source="reference", feature=feature)
 
     def _text_draft(self, context: Sequence[int], limit: int) -> Draft:
         self._last = None
