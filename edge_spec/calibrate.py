@@ -302,7 +302,7 @@ def calibrate(model: str | os.PathLike[str] | None = None,
     extrapolated = ""
     if 128 not in table:
         t32, t64 = table[32], table[64]
-        table[128] = t64 + 2 * (t64 - t32)
+        table[128] = max(t64 + 2 * (t64 - t32), t64)  # noise can make the slope negative
         extrapolated = " n=128 was not measured (--quick): extrapolated linearly from n=32 and 64."
     table = {n: round(ms, 2) for n, ms in sorted(table.items())}
     elapsed = time.monotonic() - started

@@ -29,6 +29,9 @@ class _Group(click.Group):
 @click.version_option(package_name="edge-spec")
 def main() -> None:
     """Lossless adaptive speculative decoding for small specialist LLMs (code apply first)."""
+    from edge_spec.fsutil import install_sigterm_handler  # SIGTERM unwinds: no stray .part files
+
+    click.get_current_context().call_on_close(install_sigterm_handler())
 
 
 def _register() -> None:

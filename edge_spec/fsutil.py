@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -53,3 +55,31 @@ def write_text(dest: str | os.PathLike[str], text: str, newline: str | None = ""
     """Write `text` atomically, without newline translation by default."""
     with atomic_open(dest, "w", encoding="utf-8", newline=newline) as fh:
         fh.write(text)
+
+
+def _sigterm_to_exit(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def install_sigterm_handler() -> Callable[[], None]:
+    """Make SIGTERM raise SystemExit(143), so `finally` blocks (atomic writes) clean up.
+
+    Python's default SIGTERM action kills the process without unwinding, which would leave a
+    `.NAME.*.part` temp file behind. Installed only over the default action and only in the
+    main thread (a host that set its own handler keeps it). Returns a function that puts the
+    previous handler back (a no-op when nothing was installed).
+
+    >>> restore = install_sigterm_handler()
+    >>> restore()
+    """
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        return lambda: None
+    signal.signal(signal.SIGTERM, _sigterm_to_exit)
+
+    def restore() -> None:
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGTERM) is _sigterm_to_exit):
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    return restore

@@ -343,9 +343,10 @@ class _Runner:
                 raise TypeError(f"the engine factory returned {type(engine).__name__}")
         except BaseException as exc:
             self.load_error = str(exc) or type(exc).__name__
-            log.error("could not load the model: %s", self.load_error)
             if self.settings.on_load_error is not None:
-                self.settings.on_load_error(exc)
+                self.settings.on_load_error(exc)  # the CLI reports it and stops the server
+            else:
+                log.error("could not load the model: %s", self.load_error)
             return
         self.load_s = time.perf_counter() - t0
         self.engine = engine

@@ -33,7 +33,7 @@ KEY = "sk-test-edge-spec"
 PROMPTS = ("Write a Python function that adds two numbers.",
            "Write a Python function that returns the square of a number.",
            "Name three primary colors.")
-MAX_TOKENS = 40
+MAX_TOKENS = 32
 
 
 def _serve(app) -> tuple[uvicorn.Server, threading.Thread, str]:  # noqa: ANN001
@@ -74,7 +74,7 @@ def srv(engine: Engine) -> Iterator[SimpleNamespace]:
     server, thread, base = _serve(app)
     try:
         _wait_healthy(base)
-        client = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY, max_retries=0, timeout=60)
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY, max_retries=0, timeout=180)
         yield SimpleNamespace(base=base, app=app, client=client,
                               headers={"Authorization": f"Bearer {KEY}"})
     finally:
@@ -212,12 +212,15 @@ def test_disconnect_cancels_generation(srv: SimpleNamespace, greedy: dict[str, s
         for line in r.iter_lines():
             if line.startswith("data: ") and json.loads(line[6:])["choices"][0]["text"]:
                 break
-    # The connection is closed: the next request must not wait for 1500 tokens.
+    # The connection is closed: the next request must not wait for 1500 tokens. `queue_ms` is
+    # how long it waited for the engine; generous bounds, as other jobs may share the CPU.
     t0 = time.monotonic()
     resp = _chat(srv, PROMPTS[1])
     elapsed = time.monotonic() - t0
     assert resp.choices[0].message.content == greedy[PROMPTS[1]]
-    assert elapsed < 8, f"the next request took {elapsed:.1f} s: the stream was not cancelled"
+    queue_ms = resp.model_dump()["usage"]["timings"]["queue_ms"]
+    assert queue_ms < 5000, f"waited {queue_ms:.0f} ms for the engine: the stream was not cancelled"
+    assert elapsed < 30, f"the next request took {elapsed:.1f} s"
     h = _health(srv)
     assert h["cancelled"] == before + 1 and h["in_flight"] == 0
 
@@ -375,3 +378,15 @@ def test_ttft_and_speed_server_vs_in_process(srv: SimpleNamespace, engine: Engin
               f"in-process: ttft {local['ttft_ms']:.0f} ms, decode {local['decode_tok_s']:.1f} "
               f"tok/s | server: client ttft {ttft:.0f} ms (server-side {t['ttft_ms']:.0f} ms), "
               f"decode {t['decode_tok_s']:.1f} tok/s, client wall {total:.0f} ms")
+
+
+def test_cli_serve_load_failure_is_one_line_error(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from edge_spec.cli import main
+
+    res = CliRunner().invoke(main, ["serve", "--model", str(tmp_path / "missing.gguf"),
+                                    "--port", "0", "--log-level", "error"])
+    assert res.exit_code == 2, (res.output, res.exception)
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(lines) == 1 and "missing.gguf" in lines[0] and "Traceback" not in res.output
