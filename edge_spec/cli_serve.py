@@ -93,7 +93,7 @@ def serve(**o: Any) -> None:
     try:
         server.run()
     except SystemExit as exc:  # uvicorn exits like this when it cannot bind
-        if exc.code not in (0, None):
+        if exc.code not in (0, None) and not server.started:
             raise UserError(f"could not serve on {o['host']}:{o['port']} (see the message "
                             "above); pick another --port or --host") from None
         raise

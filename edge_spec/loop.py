@@ -39,8 +39,12 @@ def _now() -> float:
     return time.perf_counter() * 1e3
 
 
-def _prefill(target: Runtime, prompt: Sequence[int], stats: Stats) -> None:
-    """Evaluate all but the last prompt token, reusing the KV prefix left by the last request."""
+def _prefill(target: Runtime, prompt: Sequence[int], stats: Stats,
+             cancel: threading.Event | None = None) -> bool:
+    """Evaluate all but the last prompt token, reusing the KV prefix left by the last request.
+
+    Returns False when cancelled; long prompts are evaluated in chunks so a cancel lands soon.
+    """
     if not prompt:
         raise UserError("empty prompt: nothing to generate from")
     if len(prompt) >= target.n_ctx:
@@ -48,9 +52,14 @@ def _prefill(target: Runtime, prompt: Sequence[int], stats: Stats) -> None:
                         f"{target.n_ctx}; shorten the input or raise n_ctx")
     t0 = _now()
     keep = sync_prefix(target, prompt[:-1])
-    target.eval(prompt[keep:-1], rows=[])
     stats.prompt_tokens, stats.cached_tokens = len(prompt), keep
+    step = max(1, getattr(target, "n_batch", 512))
+    for start in range(keep, len(prompt) - 1, step):
+        if cancel is not None and cancel.is_set():
+            return False
+        target.eval(prompt[start:min(start + step, len(prompt) - 1)], rows=[])
     stats.prefill_ms = _now() - t0
+    return True
 
 
 def generate(target: Runtime, prompt: Sequence[int], drafter: Drafter | None,
@@ -61,7 +70,9 @@ def generate(target: Runtime, prompt: Sequence[int], drafter: Drafter | None,
     stats = Stats(draft=drafter.name if drafter else "none")
     if cfg.fixed_k is not None:
         ctl = FixedK(cfg.fixed_k, ctl)  # type: ignore[assignment]
-    _prefill(target, prompt, stats)
+    if not _prefill(target, prompt, stats, cancel):
+        stats.finish_reason = "cancelled"
+        return GenResult(text="", tokens=[], stats=stats)
     t_start = _now()
     rng = np.random.default_rng(cfg.sampling.seed)
     if drafter is not None:

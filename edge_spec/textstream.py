@@ -27,14 +27,19 @@ class TextStream:
         """Add one token; return (text safe to emit now, whether a stop string was hit)."""
         self.text += self._dec.decode(self._bytes(token))
         if self._stop:
-            start = max(0, self.emitted - self._hold)
-            hits = [i for i in (self.text.find(s, start) for s in self._stop) if i >= 0]
-            if hits:
-                self.text = self.text[: min(hits)]
-                self.stopped = True
+            if self._cut_at_stop():
                 return self._take(len(self.text)), True
             return self._take(self._safe_end()), False
         return self._take(len(self.text)), False
+
+    def _cut_at_stop(self) -> bool:
+        """Cut the text where the earliest stop string starts, if one has appeared."""
+        start = max(0, self.emitted - self._hold)
+        hits = [i for i in (self.text.find(s, start) for s in self._stop) if i >= 0]
+        if hits:
+            self.text = self.text[: min(hits)]
+            self.stopped = True
+        return bool(hits)
 
     def _safe_end(self) -> int:
         # Hold back a tail that could still grow into a stop string.
@@ -55,4 +60,6 @@ class TextStream:
         """End of generation: emit whatever is held back (an incomplete character becomes U+FFFD)."""
         if not self.stopped:
             self.text += self._dec.decode(b"", final=True)
+            if self._stop:  # that U+FFFD can complete a stop string (e.g. "\ufffd"): cut it too
+                self._cut_at_stop()
         return self._take(len(self.text))

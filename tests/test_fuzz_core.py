@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, example, given, settings  # noqa: E402
+from hypothesis import HealthCheck, event, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+
+from edge_spec.drafters.base import Reference  # noqa: E402
 
 
 def _load_harness():  # noqa: ANN202 - a module
@@ -57,7 +59,7 @@ ASCII_STOPS = st.lists(st.text(alphabet="ab", max_size=4), max_size=3)
 ANY_STOPS = st.lists(st.text(alphabet="ab\n\ufffd\u00e9\u20ac", max_size=3), max_size=3)
 
 
-@fuzz_settings(3000)
+@fuzz_settings(2000)
 @given(data=DATA, cuts=CUTS, stops=ASCII_STOPS)
 @example(data=b"xaby", cuts=[1, 2, 3], stops=["ab"])  # a stop split across tokens
 @example(data=b"xab", cuts=[], stops=["abc", "b"])  # the shorter stop completes first
@@ -92,13 +94,16 @@ def test_stream_oracle_agrees_with_one_shot_decoding() -> None:
 
 TOKS = [0, 1, 2] + [b + 3 for b in b"ab \n(){}"] + [0xC3 + 3, 0xA9 + 3]
 REF_TEXT = st.text(alphabet="ab \n(){}\u00e9", max_size=80)
+# References as apply passes them: texts with cut points (character offsets, some past the end).
+REFERENCES = st.lists(st.one_of(REF_TEXT, st.builds(
+    Reference, REF_TEXT, st.lists(st.integers(0, 90), max_size=4))), max_size=3)
 STEPS = st.lists(st.tuples(st.integers(-2, 40), st.integers(0, 64), st.integers(0, 64),
                            st.sampled_from(TOKS)), max_size=25)
 
 
-@fuzz_settings(600)
+@fuzz_settings(1500)
 @given(prompt=st.lists(st.sampled_from(TOKS), max_size=40),
-       references=st.lists(REF_TEXT, max_size=3), steps=STEPS,
+       references=REFERENCES, steps=STEPS,
        ngram_min=st.integers(1, 4), ngram_max=st.integers(1, 40),
        text_min_chars=st.integers(1, 24), requests=st.integers(1, 2))
 @example(prompt=[], references=["ab"], steps=[(5, 64, 64, 3)], ngram_min=2, ngram_max=32,
@@ -106,10 +111,13 @@ STEPS = st.lists(st.tuples(st.integers(-2, 40), st.integers(0, 64), st.integers(
 def test_reference_drafter(prompt: list[int], references: list[str],
                            steps: list[tuple[int, int, int, int]], ngram_min: int,
                            ngram_max: int, text_min_chars: int, requests: int) -> None:
-    fc.check_reference(prompt, references, steps, ngram_min, ngram_max, text_min_chars, requests)
+    kinds = fc.check_reference(prompt, references, steps, ngram_min, ngram_max, text_min_chars,
+                               requests)
+    for kind in kinds:
+        event(f"drafted {kind}")
 
 
-@fuzz_settings(300)
+@fuzz_settings(600)
 @given(text=st.text(alphabet="ab \n(){}", min_size=20, max_size=300), data=st.data())
 def test_reference_drafter_copying_a_reference(text: str, data: st.DataObject) -> None:
     """The output mostly copies the reference (the apply case), with random edits."""
@@ -121,8 +129,8 @@ def test_reference_drafter_copying_a_reference(text: str, data: st.DataObject) -
         nxt = data.draw(st.sampled_from(TOKS)) if edit else toks[i]
         steps.append((limit, 64, data.draw(st.integers(0, 64)), nxt))
         i += data.draw(st.integers(1, 8))
-    drafted = fc.check_reference(toks[:8], [text], steps)
-    assert drafted >= 0
+    for kind in fc.check_reference(toks[:8], [text], steps):
+        event(f"drafted {kind}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -149,6 +157,8 @@ KEYS = ["name", "description", "backend", "threads", "n_gpu_layers", "n_ctx", "n
         "1", "2", "8", "128", "0", "129", "-1", "1e3", " 4", "bogus"]
 SECTIONS = [None, "runtime", "drafter", "controller", "costs", "verify_ms", "bogus"]
 TOML_VALUES = st.recursive(
+    # Integers in TOML's 64-bit range: tomllib reads bigger ones too, which profile.py does not
+    # survive yet (see test_profile_refuses_a_huge_integer); widen this once it does.
     st.one_of(st.integers(-2**63, 2**63 - 1), st.floats(), st.booleans(),
               st.text(max_size=8), st.dates(), st.sampled_from(["llamacpp", "hybrid",
                                                                 "measured", "onnx"])),
@@ -176,13 +186,13 @@ def _mutate(doc: dict, section: str | None, key: str, value: object) -> None:
         tbl[key] = value
 
 
-@fuzz_settings(1500)
+@fuzz_settings(1000)
 @given(mutations=MUTATIONS)
 def test_profile_loader_structured(mutations: list) -> None:
     doc = copy.deepcopy(_base())
     for section, key, value in mutations:
         _mutate(doc, section, key, value)
-    fc.check_profile_text(fc.toml_document(doc))
+    event("accepted" if fc.check_profile_text(fc.toml_document(doc)) else "refused")
 
 
 LINE_OPS = st.lists(st.tuples(st.sampled_from(["delete", "dup", "insert", "char"]),
@@ -206,7 +216,7 @@ def test_profile_loader_text_mutations(ops: list) -> None:
         elif op == "char" and i < len(lines) and lines[i]:
             j = at % len(lines[i])
             lines[i] = lines[i][:j] + text[:1] + lines[i][j + 1:]
-    fc.check_profile_text("".join(lines))
+    event("accepted" if fc.check_profile_text("".join(lines)) else "refused")
 
 
 @fuzz_settings(500)
@@ -227,4 +237,14 @@ def test_shipped_profile_round_trips_through_the_emitter() -> None:
 def test_profile_refuses_nan(key: str) -> None:
     doc = copy.deepcopy(_base())
     doc["controller"][key] = float("nan")
+    assert fc.check_profile_text(fc.toml_document(doc)) is None
+
+
+@pytest.mark.xfail(strict=True, raises=OverflowError,
+                   reason="profile.py converts TOML integers with float(), which raises "
+                   "OverflowError past 1e308 (tomllib reads integers of any size)")
+@pytest.mark.parametrize("section,key", [("costs", "drafter_ratio"), ("verify_ms", "1")])
+def test_profile_refuses_a_huge_integer(section: str, key: str) -> None:
+    doc = copy.deepcopy(_base())
+    _mutate(doc, section, key, 10**400)
     assert fc.check_profile_text(fc.toml_document(doc)) is None

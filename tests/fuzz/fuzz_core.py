@@ -106,12 +106,13 @@ def _chars(tokens: Sequence[int]) -> str:
 
 def check_reference(prompt: Sequence[int], references: Sequence[str],
                     steps: Sequence[tuple[int, int, int, int]], ngram_min: int = 2,
-                    ngram_max: int = 32, text_min_chars: int = 12, requests: int = 1) -> int:
+                    ngram_max: int = 32, text_min_chars: int = 12,
+                    requests: int = 1) -> dict[str, int]:
     """Drive a ReferenceDrafter over FakeRuntime (byte tokens) the way the loop does.
 
     Each step is (limit, k, accepted, next token): propose(context, limit); the controller
     keeps the first k % (len+1) tokens; the target accepts accepted % (k+1) of them and adds
-    `next token`; observe() is told. Returns the number of drafted tokens.
+    `next token`; observe() is told. Returns tokens drafted per kind (feature prefix).
     """
     rt = FakeRuntime(n_ctx=1 << 16)
     cfg = ReferenceConfig(ngram_min=ngram_min, ngram_max=ngram_max,
@@ -119,7 +120,7 @@ def check_reference(prompt: Sequence[int], references: Sequence[str],
     d = ReferenceDrafter(rt, cfg)
     ctl = Controller()
     ref_toks = [rt.tokenize(r, special=False) for r in references]
-    drafted = 0
+    drafted: dict[str, int] = {}
     for _ in range(requests):
         d.begin(list(prompt), list(references))
         texts = [rt.detokenize(prompt).encode(), *(r.encode() for r in references)]
@@ -132,7 +133,8 @@ def check_reference(prompt: Sequence[int], references: Sequence[str],
             if toks:
                 assert draft.source == "reference"
                 _check_origin(draft.feature, toks, ctx, ref_toks, texts, ngram_min)
-            drafted += len(toks)
+            kind = draft.feature[:5] if toks else "empty"
+            drafted[kind] = drafted.get(kind, 0) + len(toks)
             k = k_raw % (len(toks) + 1)
             acc = acc_raw % (k + 1)
             d.observe(draft.head(k), acc)
