@@ -120,6 +120,8 @@ def check_reference(prompt: Sequence[int], references: Sequence[str],
     d = ReferenceDrafter(rt, cfg)
     ctl = Controller()
     ref_toks = [rt.tokenize(r, special=False) for r in references]
+    cuts = [[], *(sorted({min(len(str(r)[:c].encode()), len(t)) for c in getattr(r, "cuts", ())})
+                  for r, t in zip(references, ref_toks, strict=True))]
     drafted: dict[str, int] = {}
     for _ in range(requests):
         d.begin(list(prompt), list(references))
@@ -133,6 +135,14 @@ def check_reference(prompt: Sequence[int], references: Sequence[str],
             if toks:
                 assert draft.source == "reference"
                 _check_origin(draft.feature, toks, ctx, ref_toks, texts, ngram_min)
+            if toks and draft.feature != "ref-text":
+                # White-box: the draft is refs[r][p:] up to the limit or the reference's next
+                # cut point, whichever comes first (cuts are computed here independently:
+                # with byte tokens a character offset's token index is its byte offset).
+                r, p = d._last
+                src = ctx if r == 0 else ref_toks[r - 1]
+                nxt_cut = min((c for c in cuts[r] if c > p), default=len(src))
+                assert toks == src[p:min(p + limit, nxt_cut)], (toks, r, p, limit, cuts[r])
             kind = draft.feature[:5] if toks else "empty"
             drafted[kind] = drafted.get(kind, 0) + len(toks)
             k = k_raw % (len(toks) + 1)
