@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 
 from edge_spec.drafters.base import Draft
 
-# Measured on the 2-core dev CPU with the 1.5B demo target (DESIGN.md section 5), in ms.
+# One verify step (logits on every row) of the 1.5B demo target on the 2-core dev CPU, in ms:
+# `edge-spec calibrate` on 2026-11-29 (profiles/cpu-2core.toml). Only the shape matters as a
+# prior: the controller rescales it from measured step times.
 CPU_2CORE_VERIFY_MS: dict[int, float] = {
-    1: 38.5, 2: 65.6, 4: 101.0, 8: 234.0, 16: 280.0, 32: 470.0, 64: 889.0,
+    1: 45.8, 2: 87.3, 4: 144.2, 8: 333.6, 16: 440.8, 32: 782.2, 64: 1535.8, 128: 2800.4,
 }
 
 
@@ -26,7 +28,7 @@ CPU_2CORE_VERIFY_MS: dict[int, float] = {
 class ControllerConfig:
     """Bounds, smoothing and the prior cost table of the draft-length controller."""
 
-    k_max: int = 64
+    k_max: int = 128
     prior_accept: float = 0.7
     # Priors per draft feature (prefix match): an aligned copy of a reference is nearly always
     # right in code apply, a 2-token coincidence much less so. Learned estimates replace them.
@@ -40,9 +42,9 @@ class ControllerConfig:
     probe_every: int = 24
     verify_ms: Mapping[int, float] = field(default_factory=lambda: dict(CPU_2CORE_VERIFY_MS))
     # Drafting cost per token relative to one target forward of one token, until measured.
-    # 0.71: the 0.5B demo drafter against the 1.5B target on the dev CPU (DESIGN.md section 5).
+    # 0.53: the 0.5B demo drafter against the 1.5B target on the dev CPU (calibrated).
     draft_cost_ratio: Mapping[str, float] = field(
-        default_factory=lambda: {"reference": 0.001, "model": 0.71}
+        default_factory=lambda: {"reference": 0.001, "model": 0.53}
     )
 
 

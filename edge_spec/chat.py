@@ -44,9 +44,12 @@ def render(template: str, messages: Sequence[Message], bos_token: str = "",
     except SecurityError as exc:
         raise UserError(f"unsafe chat template in the model file was blocked ({exc}); "
                         "use a model from a trusted source or pass --no-chat") from exc
-    except jinja2.TemplateError as exc:
-        raise UserError(f"the model's chat template failed to render ({exc}); "
-                        "pass --no-chat to send the prompt as raw text") from exc
+    except (jinja2.TemplateError, ArithmeticError, LookupError, TypeError, ValueError,
+            RecursionError) as exc:
+        # A broken template in a model file is the model's fault, not a crash of ours.
+        msg = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise UserError(f"the model's chat template failed to render ({msg}); "
+                        "pass --no-chat to send the prompt as raw text") from None
 
 
 def _special_text(rt: Runtime, token: int | None) -> str:

@@ -153,6 +153,17 @@ class Profile:
         return "\n".join(lines) + "\n"
 
 
+def _finite(v: float) -> float | None:
+    """float(v) if it is a finite float (TOML integers can be arbitrarily large), else None."""
+    import math
+
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
 def _toml_value(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -321,7 +332,9 @@ class _Validator:
             raise self.fail(key, f"must be {_TYPE_NAMES[typ]}, not {type(val).__name__} "
                                  f"({val!r})")
         if typ is float:
-            val = float(val)
+            val = _finite(val)
+            if val is None:
+                raise self.fail(key, f"must be a finite number, got {tbl[short]!r}")
         if lo is not None and (val < lo or (lo_open and val == lo)):
             raise self.fail(key, f"must be {'>' if lo_open else '>='} {lo}, got {val!r}")
         if hi is not None and val > hi:
@@ -351,9 +364,10 @@ class _Validator:
                 raise self.fail(key, f"is outside 1..{MAX_POINT}")
             if isinstance(ms, bool) or not isinstance(ms, (int, float)):
                 raise self.fail(key, f"must be a number (ms), not {type(ms).__name__} ({ms!r})")
-            if not ms > 0:
-                raise self.fail(key, f"must be > 0 ms, got {ms!r}")
-            out[n] = float(ms)
+            val = _finite(ms)
+            if val is None or not val > 0:
+                raise self.fail(key, f"must be a finite number > 0 ms, got {ms!r}")
+            out[n] = val
         missing = [n for n in REQUIRED_POINTS if n not in out]
         if missing:
             raise self.fail("costs.verify_ms", "needs at least the points "
