@@ -1,11 +1,13 @@
 """Cost-aware draft length: pick k to maximise expected tokens per second.
 
-Expected tokens of a k-token draft with per-token acceptance a: 1 + a + ... + a^k; its cost is
-T_verify(k + 1) + T_draft(k). `a` is estimated per drafter and per draft feature (for reference
-drafts: whether the match continues the last alignment, and its length), because acceptance in
-code apply is ~1 through copied stretches and drops at edit points. Verify costs start from the
-profile's table and are refined online from measured step times. Counts decay toward the prior
-so a feature that once did badly is tried again.
+Expected tokens of a k-token draft: 1 + S(1) + ... + S(k), where S(j) is the chance that the
+first j draft tokens are all accepted; its cost is T_verify(k + 1) + T_draft(k). Acceptance in code
+apply is not independent per token: it is ~1 through copied stretches and drops at edit points.
+So S is estimated as a run-length survival curve (a piecewise-constant hazard over position
+bins 1, 2, 3-4, ..., 65-128) per drafter and draft feature (for reference drafts: whether the match
+continues the last alignment, and its length), with a geometric prior. Verify costs start from
+the profile's table and are refined online from measured step times. Counts decay every step
+and shrink at each new request, so a feature that once did badly is tried again.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class ControllerConfig:
     })
     prior_weight: float = 4.0
     decay: float = 0.98
+    request_decay: float = 0.3
     cost_smoothing: float = 0.3
     probe_every: int = 24
     verify_ms: Mapping[int, float] = field(default_factory=lambda: dict(CPU_2CORE_VERIFY_MS))
@@ -48,6 +51,14 @@ class ControllerConfig:
     )
 
 
+# Position bins of the run-length model: draft token j (1-based) falls in the bin containing it.
+_BINS: tuple[tuple[int, int], ...] = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32),
+                                      (33, 64), (65, 128), (129, 512))
+_MAX_POS = _BINS[-1][1]
+_BIN = [next(b for b, (lo, hi) in enumerate(_BINS) if lo <= j + 1 <= hi) for j in range(_MAX_POS)]
+_ZEROS = [0.0] * len(_BINS)
+
+
 class Controller:
     """Chooses draft lengths from acceptance estimates and verify/draft costs."""
 
@@ -56,7 +67,8 @@ class Controller:
         self._table = sorted(self.cfg.verify_ms.items())
         self._measured: dict[int, float] = {}
         self._scale = 1.0
-        self._stats: dict[str, list[float]] = {}  # feature -> [accepted, failures]
+        # feature -> (events per bin, exposure per bin): a run-length (survival) model.
+        self._stats: dict[str, tuple[list[float], list[float]]] = {}
         self._draft_ms: dict[str, float] = {}
         self._idle = 0
 
@@ -90,9 +102,23 @@ class Controller:
 
     # ---- acceptance model ------------------------------------------------------------
     def accept_rate(self, feature: str) -> float:
-        acc, fail = self._stats.get(feature, (0.0, 0.0))
+        """Per-token acceptance in the first position bin (for reports and tests)."""
+        return 1.0 - self._hazards(feature)[0]
+
+    def expected_accepted(self, feature: str, k: int) -> float:
+        """Expected accepted tokens of a k-token draft with this feature: S(1) + ... + S(k)."""
+        total, run = 0.0, 1.0
+        for r in self._rates(Draft(tokens=[0] * k, feature=feature)):
+            run *= r
+            total += run
+        return total
+
+    def _hazards(self, feature: str) -> list[float]:
+        """Per-token rejection hazard in each position bin, shrunk toward the prior."""
+        h0 = 1.0 - self.prior(feature)
         w = self.cfg.prior_weight
-        return (acc + self.prior(feature) * w) / (acc + fail + w)
+        ev, ex = self._stats.get(feature, (_ZEROS, _ZEROS))
+        return [(e + w * h0) / (x + w) for e, x in zip(ev, ex, strict=True)]
 
     def prior(self, feature: str) -> float:
         """The configured prior whose name is the longest prefix of `feature`."""
@@ -103,11 +129,13 @@ class Controller:
         return best
 
     def _rates(self, draft: Draft) -> list[float]:
-        a = self.accept_rate(draft.feature)
-        if draft.confidence is None:
-            return [a] * len(draft)
-        # A model drafter's own confidence sharpens the per-feature rate token by token.
-        return [min(0.999, 0.5 * a + 0.5 * c) for c in draft.confidence]
+        """Chance that draft token j is accepted given tokens < j were, for each j."""
+        hz = self._hazards(draft.feature)
+        rates = [1.0 - hz[_BIN[j]] for j in range(min(len(draft), _MAX_POS))]
+        if draft.confidence is not None:
+            # A model drafter's own confidence sharpens the per-feature rate token by token.
+            rates = [min(0.999, 0.5 * a + 0.5 * c) for a, c in zip(rates, draft.confidence, strict=False)]
+        return rates
 
     def best_prefix(self, draft: Draft, limit: int) -> tuple[int, float]:
         """(k, expected tokens/ms) maximising throughput over prefixes of the draft."""
@@ -159,14 +187,27 @@ class Controller:
             old = self._draft_ms.get(draft.source, per)
             # A per-token cost includes syncing the drafter's cache; smooth it like verify costs.
             self._draft_ms[draft.source] = old + s * (per - old)
+        self.forget(self.cfg.decay)
         if k == 0:
             return
-        for st in self._stats.values():
-            st[0] *= self.cfg.decay
-            st[1] *= self.cfg.decay
-        st = self._stats.setdefault(draft.feature, [0.0, 0.0])
-        st[0] += accepted
-        st[1] += 1.0 if accepted < k else 0.0
+        ev, ex = self._stats.setdefault(draft.feature, ([0.0] * len(_BINS), [0.0] * len(_BINS)))
+        for b, (lo, hi) in enumerate(_BINS):
+            # Tokens 1..accepted survived; token accepted + 1 (if drafted) was the rejection.
+            ex[b] += max(0, min(accepted, hi) - lo + 1)
+            if accepted < k and lo <= accepted + 1 <= hi:
+                ex[b] += 1.0
+                ev[b] += 1.0
+
+    def forget(self, factor: float) -> None:
+        """Scale all acceptance counts by `factor` (every step; more at a new request)."""
+        for ev, ex in self._stats.values():
+            for i in range(len(ev)):
+                ev[i] *= factor
+                ex[i] *= factor
+
+    def new_request(self) -> None:
+        """A new request copies other text: keep the shape of what was learned, not its weight."""
+        self.forget(self.cfg.request_decay)
 
 
 class FixedK:
@@ -187,3 +228,6 @@ class FixedK:
 
     def observe(self, draft: Draft, k: int, accepted: int, verify_ms: float) -> None:
         self.inner.observe(draft, k, accepted, verify_ms)
+
+    def new_request(self) -> None:
+        self.inner.new_request()

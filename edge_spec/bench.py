@@ -97,9 +97,11 @@ class PldPeer:
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
         self._cls = LlamaPromptLookupDecoding
-        self.llm = Llama(model_path=str(model_path), n_ctx=n_ctx, n_threads=threads,
-                         n_threads_batch=threads, draft_model=LlamaPromptLookupDecoding(),
-                         verbose=False)
+        # logits_all=True: without it the peer crashes with a numpy broadcast error (its scores
+        # buffer is sized for n_batch rows), as DESIGN.md section 5 records.
+        self.llm = Llama(model_path=str(model_path), n_ctx=n_ctx, n_threads=threads or None,
+                         n_threads_batch=threads or None, logits_all=True,
+                         draft_model=LlamaPromptLookupDecoding(), verbose=False)
 
     def run(self, tokens: Sequence[int], max_tokens: int, stop: Sequence[str],
             num_pred: int) -> dict[str, Any]:

@@ -30,7 +30,8 @@ def summary_md(summary: dict[str, Any], meta: dict[str, Any], records: list[dict
         f"- command: `{meta['command']}`",
         f"- tasks: `{meta['tasks']}` ({meta['n_tasks']} tasks), repeats: {meta['repeat']}, "
         f"modes interleaved per task",
-        f"- target: `{meta['model']}`, drafter: `{meta['drafter']}`, threads: {meta['threads']}",
+        f"- target: `{meta['model']}`, drafter: `{meta['drafter']}`, threads: {meta['threads']}, "
+        f"profile: {meta.get('profile', 'built-in defaults')}",
         f"- machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, "
         + ", ".join(f"{k} {v}" for k, v in m["versions"].items()),
         f"- date: {meta['date']}", "",

@@ -25,19 +25,20 @@ import click
 @click.option("--max-tokens", type=click.IntRange(1), default=None, help="Cap output tokens per task.")
 @click.option("--threads", type=click.IntRange(0), default=0, help="CPU threads (0: all).")
 @click.option("--n-ctx", type=click.IntRange(256), default=8192, show_default=True)
+@click.option("--profile", envvar="EDGE_SPEC_PROFILE", default=None,
+              help="Hardware profile for the controller and runtime; flags override it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def bench(**o: Any) -> None:
     """Benchmark plain decoding, edge-spec and peers side by side; JSON + Markdown + PNG."""
     from edge_spec.bench import PldPeer, load_tasks, machine, parse_modes, summarize
     from edge_spec.bench import bench as run_bench
     from edge_spec.bench_report import write_plots, write_results
-    from edge_spec.engine import DEMO_DRAFTER, DEMO_TARGET, Engine, EngineConfig
+    from edge_spec.engine import build_engine
 
     modes = parse_modes(o["modes"])
     tasks = load_tasks(o["tasks_path"], o["limit"])
-    model = o["model"] or DEMO_TARGET
-    drafter = o["drafter"] or (DEMO_DRAFTER if o["model"] is None else None)
-    engine = Engine(model, drafter, EngineConfig(n_ctx=o["n_ctx"], n_threads=o["threads"]))
+    engine = build_engine(o["model"], o["drafter"], profile=o["profile"], n_ctx=o["n_ctx"],
+                          threads=o["threads"])
     path = getattr(engine.target, "path", None)
 
     def peer() -> PldPeer | None:
@@ -51,6 +52,7 @@ def bench(**o: Any) -> None:
     meta = {"command": "edge-spec " + " ".join(sys.argv[1:]), "tasks": o["tasks_path"],
             "n_tasks": len(tasks), "repeat": o["repeat"], "model": engine.model_name,
             "drafter": engine.drafter_name, "threads": o["threads"] or "all",
+            "profile": o["profile"] or "built-in defaults",
             "machine": machine(), "date": _dt.datetime.now().isoformat(timespec="seconds")}
     write_results(out, records, summary, meta)
     focus = next((m.name for m in modes if m.name.startswith("spec-adaptive")), modes[-1].name)

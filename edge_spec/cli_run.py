@@ -61,9 +61,7 @@ def result_dict(res: Any, engine: Any, text: str) -> dict[str, Any]:
 @click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
 def run(**o: Any) -> None:
     """Run the main job: code apply, or free generation, speculative by default."""
-    from dataclasses import replace
-
-    from edge_spec.engine import DEMO_DRAFTER, DEMO_TARGET, Engine, EngineConfig, read_text_file
+    from edge_spec.engine import build_engine, read_text_file
     from edge_spec.verify import SamplingConfig
 
     applying = o["original"] is not None or o["update"] is not None
@@ -77,24 +75,9 @@ def run(**o: Any) -> None:
         original = read_text_file(o["original"], "original")
         update = read_text_file(o["update"], "update")
     refs = [read_text_file(p, "reference") for p in o["references"]]
-    cfg = EngineConfig()
-    prof = None
-    if o["profile"]:  # precedence: CLI flags > profile > built-in defaults
-        from edge_spec.profile import load_profile
-
-        prof = load_profile(o["profile"])
-        cfg = prof.engine_config(cfg)
-    overrides = {k: o[f] for k, f in (("n_ctx", "n_ctx"), ("n_threads", "threads"),
-                                      ("n_gpu_layers", "n_gpu_layers"), ("draft", "draft"))
-                 if o[f] is not None}
-    cfg = replace(cfg, **overrides)
-    if o["k_max"] is not None:
-        cfg = replace(cfg, controller=replace(cfg.controller, k_max=o["k_max"]))
-    model = o["model"] or DEMO_TARGET
-    drafter = o["drafter"]
-    if drafter is None and o["model"] is None and cfg.draft in ("hybrid", "model"):
-        drafter = (prof.drafter.model if prof is not None else "") or DEMO_DRAFTER
-    engine = Engine(model, drafter, cfg)
+    engine = build_engine(o["model"], o["drafter"], profile=o["profile"], draft=o["draft"],
+                          n_ctx=o["n_ctx"], threads=o["threads"],
+                          n_gpu_layers=o["n_gpu_layers"], k_max=o["k_max"])
     sampling = SamplingConfig(o["temperature"], o["top_k"], o["top_p"], o["seed"])
     streaming = not o["as_json"] and o["out"] is None
 

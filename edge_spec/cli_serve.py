@@ -21,25 +21,12 @@ def _is_loopback(host: str) -> bool:
 
 
 def engine_factory(o: dict[str, Any]):  # noqa: ANN201 - returns a callable
-    """A callable that builds the Engine from the command-line options (run at server start).
+    """A callable that builds the Engine from the command-line options (run at server start)."""
+    from edge_spec.engine import build_engine
 
-    Model selection goes here: --model/--drafter today, defaulting to the demo pair like `run`.
-    (A --bundle DIR and --profile NAME will resolve to model paths and an EngineConfig here too.)
-    """
-    from dataclasses import replace
-
-    from edge_spec.engine import DEMO_DRAFTER, DEMO_TARGET, Engine, EngineConfig
-
-    cfg = EngineConfig()
-    overrides = {k: o[f] for k, f in (("n_ctx", "n_ctx"), ("n_threads", "threads"),
-                                      ("n_gpu_layers", "n_gpu_layers"), ("draft", "draft"))
-                 if o.get(f) is not None}
-    cfg = replace(cfg, **overrides)
-    model = o["model"] or DEMO_TARGET
-    drafter = o["drafter"]
-    if drafter is None and o["model"] is None and cfg.draft in ("hybrid", "model"):
-        drafter = DEMO_DRAFTER
-    return lambda: Engine(model, drafter, cfg)
+    return lambda: build_engine(o["model"], o["drafter"], profile=o.get("profile"),
+                                draft=o["draft"], n_ctx=o["n_ctx"], threads=o["threads"],
+                                n_gpu_layers=o["n_gpu_layers"])
 
 
 @click.command()
@@ -47,7 +34,8 @@ def engine_factory(o: dict[str, Any]):  # noqa: ANN201 - returns a callable
 @click.option("--drafter", default=None, help="Drafter model (same tokenizer as the target).")
 @click.option("--draft", type=click.Choice(["hybrid", "reference", "model", "none"]), default=None,
               help="Drafting: hybrid (default), reference, model or none (plain decoding).")
-# --bundle DIR / --profile NAME: to be added here (and resolved in engine_factory).
+@click.option("--profile", envvar="EDGE_SPEC_PROFILE", default=None,
+              help="Hardware profile: shipped/calibrated name or .toml path; flags override it.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
 @click.option("--api-key", envvar="EDGE_SPEC_API_KEY", default=None, show_envvar=True,

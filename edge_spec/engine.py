@@ -155,6 +155,34 @@ class Engine:
             original, update, instruction, on_delta=on_delta, cancel=cancel, **kw))
 
 
+def build_engine(model: str | None = None, drafter: str | None = None, *,
+                 profile: str | None = None, draft: str | None = None, n_ctx: int | None = None,
+                 threads: int | None = None, n_gpu_layers: int | None = None,
+                 k_max: int | None = None) -> Engine:
+    """An Engine from command-line style options; precedence: option > profile > defaults.
+
+    With no model, the demo pair (the profile's drafter model, if it names one).
+    """
+    from dataclasses import replace
+
+    cfg = EngineConfig()
+    prof = None
+    if profile:
+        from edge_spec.profile import load_profile
+
+        prof = load_profile(profile)
+        cfg = prof.engine_config(cfg)
+    overrides = {k: v for k, v in (("n_ctx", n_ctx), ("n_threads", threads),
+                                   ("n_gpu_layers", n_gpu_layers), ("draft", draft))
+                 if v is not None}
+    cfg = replace(cfg, **overrides)
+    if k_max is not None:
+        cfg = replace(cfg, controller=replace(cfg.controller, k_max=k_max))
+    if drafter is None and model is None and cfg.draft in ("hybrid", "model"):
+        drafter = (prof.drafter.model if prof is not None else "") or DEMO_DRAFTER
+    return Engine(model or DEMO_TARGET, drafter, cfg)
+
+
 class TextStreamIter:
     """Runs a generation in a worker thread and yields its deltas; `result` holds the end state."""
 

@@ -75,6 +75,7 @@ def generate(target: Runtime, prompt: Sequence[int], drafter: Drafter | None,
         return GenResult(text="", tokens=[], stats=stats)
     t_start = _now()
     rng = np.random.default_rng(cfg.sampling.seed)
+    ctl.new_request()
     if drafter is not None:
         drafter.begin(prompt, references)
     ctx, out = list(prompt), []
