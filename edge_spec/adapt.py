@@ -40,7 +40,7 @@ class ControllerConfig:
     })
     prior_weight: float = 4.0
     decay: float = 0.98
-    request_decay: float = 0.3
+    request_decay: float = 0.1
     cost_smoothing: float = 0.3
     probe_every: int = 24
     verify_ms: Mapping[int, float] = field(default_factory=lambda: dict(CPU_2CORE_VERIFY_MS))
@@ -115,10 +115,16 @@ class Controller:
 
     def _hazards(self, feature: str) -> list[float]:
         """Per-token rejection hazard in each position bin, shrunk toward the prior."""
-        h0 = 1.0 - self.prior(feature)
+        # Each bin is shrunk toward the bin before it (the first toward the prior): a bin never
+        # drafted into inherits what shorter drafts showed, so good runs extend the next draft.
+        h = 1.0 - self.prior(feature)
         w = self.cfg.prior_weight
         ev, ex = self._stats.get(feature, (_ZEROS, _ZEROS))
-        return [(e + w * h0) / (x + w) for e, x in zip(ev, ex, strict=True)]
+        out = []
+        for e, x in zip(ev, ex, strict=True):
+            h = (e + w * h) / (x + w)
+            out.append(h)
+        return out
 
     def prior(self, feature: str) -> float:
         """The configured prior whose name is the longest prefix of `feature`."""

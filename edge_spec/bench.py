@@ -17,6 +17,7 @@ from typing import Any
 
 from edge_spec.apply import build_messages, clean_output, pick_template
 from edge_spec.errors import UserError
+from edge_spec.metrics import line_similarity, ws_equal
 
 RESULT_FIELDS = ("task_id", "mode", "repeat", "output_tokens", "prefill_ms", "decode_ms",
                  "decode_tok_s", "tokens_per_forward", "acceptance", "match_plain",
@@ -34,8 +35,8 @@ class Mode:
     param: int | None = None
 
 
-def parse_modes(spec: str) -> list[Mode]:
-    """`plain,spec-adaptive,spec-fixed-8,llamacpp-pld,llamacpp-pld-4` -> modes."""
+def parse_modes(spec: str, baseline: bool = True) -> list[Mode]:
+    """`plain,spec-adaptive,spec-fixed-8,llamacpp-pld,llamacpp-pld-4` -> modes (plain first)."""
     modes: list[Mode] = []
     for name in (s.strip() for s in spec.split(",") if s.strip()):
         if name == "plain":
@@ -57,7 +58,7 @@ def parse_modes(spec: str) -> list[Mode]:
         else:
             raise UserError(f"unknown bench mode {name!r}: use plain, spec-adaptive[-DRAFTER], "
                             "spec-fixed-K, spec-model-fixed-K, llamacpp-pld[-N], hf-assisted")
-    if not modes or modes[0].name != "plain":
+    if baseline and (not modes or modes[0].name != "plain"):
         modes = [Mode("plain"), *[m for m in modes if m.name != "plain"]]
     return modes
 
@@ -131,7 +132,8 @@ class PldPeer:
                 "finish_reason": finish}
 
 
-def run_ours(engine: Any, task: dict[str, Any], mode: Mode, max_tokens: int | None) -> dict[str, Any]:
+def run_ours(engine: Any, task: dict[str, Any], mode: Mode, max_tokens: int | None,
+             template: str | None = None) -> dict[str, Any]:
     if "prompt" in task:
         res = engine.generate(task["prompt"], max_tokens=max_tokens or 256, draft=mode.draft,
                               fixed_k=mode.fixed_k)
@@ -139,7 +141,7 @@ def run_ours(engine: Any, task: dict[str, Any], mode: Mode, max_tokens: int | No
     else:
         res = engine.apply(task["original"], task["update"], task.get("instruction"),
                            lang=task.get("language", ""), max_tokens=max_tokens,
-                           draft=mode.draft, fixed_k=mode.fixed_k)
+                           draft=mode.draft, fixed_k=mode.fixed_k, template=template)
         text, stats = res.text, res.stats
     d = stats.to_dict(steps=True)
     d["text"] = text
@@ -147,11 +149,12 @@ def run_ours(engine: Any, task: dict[str, Any], mode: Mode, max_tokens: int | No
     return d
 
 
-def apply_prompt(engine: Any, task: dict[str, Any]) -> tuple[list[int], str, tuple[str, ...]]:
+def apply_prompt(engine: Any, task: dict[str, Any],
+                 template: str | None = None) -> tuple[list[int], str, tuple[str, ...]]:
     """The exact prompt tokens our apply uses, so peers decode from the same prompt."""
     from edge_spec.chat import chat_tokens
 
-    tpl = pick_template(getattr(engine.target, "metadata", {}) or {})
+    tpl = pick_template(getattr(engine.target, "metadata", {}) or {}, template)
     msgs, prefix, stop = build_messages(tpl, task["original"], task["update"],
                                         task.get("instruction"), task.get("language", ""))
     tokens = chat_tokens(engine.target, msgs) + engine.target.tokenize(prefix, special=False)
@@ -159,7 +162,7 @@ def apply_prompt(engine: Any, task: dict[str, Any]) -> tuple[list[int], str, tup
 
 
 def run_task(engine: Any, peer: PldPeer | None, task: dict[str, Any], mode: Mode,
-             max_tokens: int | None) -> dict[str, Any]:
+             max_tokens: int | None, template: str | None = None) -> dict[str, Any]:
     """One measurement; errors are recorded, never raised."""
     try:
         if mode.peer == "pld":
@@ -171,7 +174,7 @@ def run_task(engine: Any, peer: PldPeer | None, task: dict[str, Any], mode: Mode
                 toks = chat_tokens(engine.target, [{"role": "user", "content": task["prompt"]}])
                 d = peer.run(toks, max_tokens or 256, (), mode.param or 10)
             else:
-                toks, prefix, stop = apply_prompt(engine, task)
+                toks, prefix, stop = apply_prompt(engine, task, template)
                 budget = max_tokens or int(len(engine.target.tokenize(task["original"]
                                                                       + task["update"])) * 1.3) + 64
                 d = peer.run(toks, budget, stop, mode.param or 10)
@@ -181,14 +184,15 @@ def run_task(engine: Any, peer: PldPeer | None, task: dict[str, Any], mode: Mode
         if mode.peer:
             raise UserError(f"mode {mode.name} is not available in this build "
                             "(needs the 'torch' extra and a torch build of the target)")
-        return run_ours(engine, task, mode, max_tokens)
+        return run_ours(engine, task, mode, max_tokens, template)
     except Exception as exc:  # noqa: BLE001 - a failing mode must not stop the benchmark
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: int,
           max_tokens: int | None, peer_factory: Callable[[], PldPeer | None] | None = None,
-          progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+          progress: Callable[[str], None] | None = None,
+          template: str | None = None) -> list[dict[str, Any]]:
     """Run every (repeat, task, mode) interleaved; return result records."""
     peer = peer_factory() if peer_factory and any(m.peer == "pld" for m in modes) else None
     records: list[dict[str, Any]] = []
@@ -196,7 +200,7 @@ def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: i
         for task in tasks:
             plain_text = None
             for mode in modes:
-                d = run_task(engine, peer, task, mode, max_tokens)
+                d = run_task(engine, peer, task, mode, max_tokens, template)
                 rec = {"task_id": task["id"], "mode": mode.name, "repeat": r, **d}
                 text = d.get("text")
                 if mode.name == "plain":
@@ -204,6 +208,9 @@ def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: i
                 rec["match_plain"] = None if text is None or plain_text is None else text == plain_text
                 exp = task.get("expected")
                 rec["match_expected"] = None if text is None or exp is None else text == exp
+                rec["match_expected_ws"] = None if text is None or exp is None else ws_equal(text, exp)
+                rec["line_similarity"] = (None if text is None or exp is None
+                                          else round(line_similarity(text, exp), 4))
                 rec.setdefault("error", None)
                 for f in RESULT_FIELDS:
                     rec.setdefault(f, None)
@@ -260,6 +267,8 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "acceptance": med([r["acceptance"] for r in ok]),
             "match_plain": sum(bool(r["match_plain"]) for r in ok),
             "match_expected": sum(bool(r["match_expected"]) for r in ok),
+            "match_expected_ws": sum(bool(r.get("match_expected_ws")) for r in ok),
+            "line_similarity": med([r.get("line_similarity") for r in ok]),
             "n_ok": len(ok),
         }
     return out

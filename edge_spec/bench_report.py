@@ -31,22 +31,24 @@ def summary_md(summary: dict[str, Any], meta: dict[str, Any], records: list[dict
         f"- tasks: `{meta['tasks']}` ({meta['n_tasks']} tasks), repeats: {meta['repeat']}, "
         f"modes interleaved per task",
         f"- target: `{meta['model']}`, drafter: `{meta['drafter']}`, threads: {meta['threads']}, "
-        f"profile: {meta.get('profile', 'built-in defaults')}",
+        f"profile: {meta.get('profile', 'built-in defaults')}, "
+        f"apply template: {meta.get('template', 'from the model')}",
         f"- machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, "
         + ", ".join(f"{k} {v}" for k, v in m["versions"].items()),
         f"- date: {meta['date']}", "",
         "Speedup = median over tasks of (mode decode tok/s) / (plain decode tok/s) in the same "
         "repeat. Decode excludes prefill; prefill is reported separately.", "",
         "| mode | ok/runs | decode tok/s | speedup | worst task | tok/forward | acceptance "
-        "| prefill ms | = plain | = expected |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| prefill ms | = plain | = expected | = expected (ws) | line sim. |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for mode, s in summary.items():
         lines.append(
             f"| {mode} | {s['n_ok']}/{s['runs']} | {_fmt(s['decode_tok_s'])} | "
             f"{_fmt(s['speedup'])}x | {_fmt(s['min_speedup'])}x | {_fmt(s['tokens_per_forward'])} | "
             f"{_fmt(s['acceptance'], True)} | {_fmt(s['prefill_ms'])} | "
-            f"{s['match_plain']}/{s['n_ok']} | {s['match_expected']}/{s['n_ok']} |")
+            f"{s['match_plain']}/{s['n_ok']} | {s['match_expected']}/{s['n_ok']} | "
+            f"{s['match_expected_ws']}/{s['n_ok']} | {_fmt(s['line_similarity'])} |")
     errors = [r for r in records if r.get("error")]
     if errors:
         lines += ["", "## Errors", ""]

@@ -18,6 +18,9 @@ import click
               help="Comma list: plain, spec-adaptive[-reference|-model|-hybrid], spec-fixed-K, "
                    "spec-model-fixed-K, llamacpp-pld[-N], hf-assisted.")
 @click.option("--repeat", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--template", default=None, help="Apply prompt template (default: from the model).")
+@click.option("--no-baseline", is_flag=True,
+              help="Do not add the plain mode (accuracy runs; no speedups then).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench-out",
               show_default=True)
 @click.option("--model", default=None, help="Target (default: the demo 1.5B).")
@@ -35,7 +38,7 @@ def bench(**o: Any) -> None:
     from edge_spec.bench_report import write_plots, write_results
     from edge_spec.engine import build_engine
 
-    modes = parse_modes(o["modes"])
+    modes = parse_modes(o["modes"], baseline=not o["no_baseline"])
     tasks = load_tasks(o["tasks_path"], o["limit"])
     engine = build_engine(o["model"], o["drafter"], profile=o["profile"], n_ctx=o["n_ctx"],
                           threads=o["threads"])
@@ -46,13 +49,15 @@ def bench(**o: Any) -> None:
 
     total = len(tasks) * len(modes) * o["repeat"]
     records = _with_progress(total, lambda cb: run_bench(engine, tasks, modes, o["repeat"],
-                                                         o["max_tokens"], peer, cb))
+                                                         o["max_tokens"], peer, cb,
+                                                         o["template"]))
     summary = summarize(records)
     out = Path(o["out_dir"])
     meta = {"command": "edge-spec " + " ".join(sys.argv[1:]), "tasks": o["tasks_path"],
             "n_tasks": len(tasks), "repeat": o["repeat"], "model": engine.model_name,
             "drafter": engine.drafter_name, "threads": o["threads"] or "all",
             "profile": o["profile"] or "built-in defaults",
+            "template": o["template"] or "from the model",
             "machine": machine(), "date": _dt.datetime.now().isoformat(timespec="seconds")}
     write_results(out, records, summary, meta)
     focus = next((m.name for m in modes if m.name.startswith("spec-adaptive")), modes[-1].name)

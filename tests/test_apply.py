@@ -84,3 +84,13 @@ def test_naive_merge_on_dev_set() -> None:
     exact = sum(naive_merge(t["original"], t["update"]) == t["expected"] for t in tasks)
     print(f"\n[naive merge] exact on code_apply_dev.jsonl: {exact}/{len(tasks)}")
     assert exact >= len(tasks) // 2
+
+
+def test_accuracy_metrics() -> None:
+    from edge_spec.metrics import line_similarity, ws_equal
+
+    assert ws_equal("a = 1\n\nb = 2\n", "a =  1\nb = 2")
+    assert not ws_equal("a = 1\n", "a = 2\n")
+    assert line_similarity("x\ny\n", "x\ny\n") == 1.0
+    assert 0.4 < line_similarity("x\ny\nz\n", "x\nY\nz\n") < 0.9
+    assert line_similarity("", "") == 1.0
