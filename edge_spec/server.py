@@ -525,6 +525,13 @@ class _SSEResponse(StreamingResponse):
             self._exchange.close()
 
 
+def _sse_error(exc: BaseException) -> str:
+    """The last SSE events of a stream that failed: an OpenAI-style error, then [DONE]."""
+    err = _error_of(exc)
+    return _sse({"error": {"message": err.message, "type": err.type, "param": err.param,
+                           "code": err.code}}) + "data: [DONE]\n\n"
+
+
 def _sse(obj: Any) -> str:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
 
@@ -732,10 +739,7 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> FastAPI:
                         yield "data: [DONE]\n\n"
                         return
                     else:
-                        err = _error_of(val)
-                        yield _sse({"error": {"message": err.message, "type": err.type,
-                                              "param": err.param, "code": err.code}})
-                        yield "data: [DONE]\n\n"
+                        yield _sse_error(val)
                         return
                     if await request.is_disconnected():
                         return
@@ -822,10 +826,7 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> FastAPI:
                         yield "data: [DONE]\n\n"
                         return
                     else:
-                        err = _error_of(val)
-                        yield _sse({"error": {"message": err.message, "type": err.type,
-                                              "param": err.param, "code": err.code}})
-                        yield "data: [DONE]\n\n"
+                        yield _sse_error(val)
                         return
                     if await request.is_disconnected():
                         return

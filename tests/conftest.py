@@ -21,6 +21,21 @@ def load_tasks(path: Path = SMALL_TASKS, n: int | None = None, smallest: bool = 
     return tasks[:n] if n else tasks
 
 
+def load_fuzz(name: str):  # noqa: ANN201 - a module
+    """Load a harness from tests/fuzz/ by path (tests/ is not a package), once per session."""
+    import importlib.util
+    import sys
+
+    if name in sys.modules:
+        return sys.modules[name]
+    path = Path(__file__).parent / "fuzz" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="session")
 def smollm2_path() -> Path:
     from edge_spec.models import resolve

@@ -10,7 +10,6 @@ stdout, nothing (not even a temp file) in the output folder, a time bound and a 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 import struct
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import load_fuzz
 
 from edge_spec.chat import CHATML, render
 from edge_spec.cli import main
@@ -34,16 +34,8 @@ HOSTILE_TEMPLATE = "{{ ''.__class__.__mro__[1].__subclasses__() }}"
 UPDATE = "x = 1\n"
 
 
-def _load_fuzz_gguf():  # noqa: ANN202 - a module
-    path = Path(__file__).parent / "fuzz" / "fuzz_gguf.py"
-    spec = importlib.util.spec_from_file_location("fuzz_gguf", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("fuzz_gguf", module)
-    spec.loader.exec_module(module)
-    return module
 
-
-fz = _load_fuzz_gguf()
+fz = load_fuzz("fuzz_gguf")
 SAMPLE = fz.sample_gguf()
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import copy
 import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_fuzz
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, event, example, given, settings  # noqa: E402
@@ -22,18 +22,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from edge_spec.drafters.base import Reference  # noqa: E402
 
-
-def _load_harness():  # noqa: ANN202 - a module
-    """Load tests/fuzz/fuzz_core.py by path: tests/ is not a package."""
-    path = Path(__file__).parent / "fuzz" / "fuzz_core.py"
-    spec = importlib.util.spec_from_file_location("fuzz_core", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("fuzz_core", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-fc = _load_harness()
+fc = load_fuzz("fuzz_core")
 _ENV = os.environ.get("EDGE_SPEC_FUZZ_EXAMPLES")
 
 

@@ -7,31 +7,19 @@ and for coverage-guided runs see tests/fuzz/atheris_gguf.py.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import load_fuzz
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, event, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-
-def _load_harness():  # noqa: ANN202 - a module
-    """Load tests/fuzz/fuzz_gguf.py by path: tests/ is not a package."""
-    path = Path(__file__).parent / "fuzz" / "fuzz_gguf.py"
-    spec = importlib.util.spec_from_file_location("fuzz_gguf", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("fuzz_gguf", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-fz = _load_harness()
+fz = load_fuzz("fuzz_gguf")
 SAMPLE = fz.sample_gguf()
 EXAMPLES = int(os.environ.get("EDGE_SPEC_FUZZ_EXAMPLES", "4000"))
 N = len(SAMPLE)

@@ -2,32 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 import struct
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import load_fuzz
 
 from edge_spec.errors import UserError
 from edge_spec.validate import GGML_TYPES, Omitted, check_gguf, gguf_summary
 
-
-def _load_harness():  # noqa: ANN202 - a module
-    """Load tests/fuzz/fuzz_gguf.py by path: tests/ is not a package."""
-    path = Path(__file__).parent / "fuzz" / "fuzz_gguf.py"
-    spec = importlib.util.spec_from_file_location("fuzz_gguf", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("fuzz_gguf", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-fz = _load_harness()
+fz = load_fuzz("fuzz_gguf")
 SAMPLE = fz.sample_gguf()
 BIG = 2**63
 TOKENS_AT = fz.value_offset(SAMPLE, "tokenizer.ggml.tokens")  # uint32 elem type, then count
