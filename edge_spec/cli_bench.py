@@ -28,6 +28,9 @@ import click
 @click.option("--max-tokens", type=click.IntRange(1), default=None, help="Cap output tokens per task.")
 @click.option("--threads", type=click.IntRange(0), default=0, help="CPU threads (0: all).")
 @click.option("--n-ctx", type=click.IntRange(256), default=8192, show_default=True)
+@click.option("--runtime", type=click.Choice(["llamacpp", "ort", "torch"]), default=None,
+              help="Backend: llamacpp (GGUF), ort (ONNX folder) or torch (HF folder or GGUF); "
+                   "default: the profile's, else llamacpp.")
 @click.option("--profile", envvar="EDGE_SPEC_PROFILE", default=None,
               help="Hardware profile for the controller and runtime; flags override it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
@@ -41,8 +44,9 @@ def bench(**o: Any) -> None:
     modes = parse_modes(o["modes"], baseline=not o["no_baseline"])
     tasks = load_tasks(o["tasks_path"], o["limit"])
     engine = build_engine(o["model"], o["drafter"], profile=o["profile"], n_ctx=o["n_ctx"],
-                          threads=o["threads"])
-    path = getattr(engine.target, "path", None)
+                          threads=o["threads"], runtime=o["runtime"])
+    # The llama.cpp peers only compare fairly with a llama.cpp baseline.
+    path = getattr(engine.target, "path", None) if engine.config.runtime == "llamacpp" else None
 
     def peer() -> PldPeer | None:
         return PldPeer(path, o["n_ctx"], o["threads"] or 0) if path else None

@@ -54,6 +54,9 @@ def result_dict(res: Any, engine: Any, text: str) -> dict[str, Any]:
 @click.option("--n-ctx", type=click.IntRange(64), default=None, help="Context size.")
 @click.option("--threads", type=click.IntRange(0), default=None, help="CPU threads (0: all).")
 @click.option("--n-gpu-layers", type=int, default=None, help="Layers to offload to the GPU.")
+@click.option("--runtime", type=click.Choice(["llamacpp", "ort", "torch"]), default=None,
+              help="Backend: llamacpp (GGUF), ort (ONNX folder) or torch (HF folder or GGUF); "
+                   "default: the profile's, else llamacpp.")
 @click.option("--profile", envvar="EDGE_SPEC_PROFILE", default=None,
               help="Hardware profile: shipped/calibrated name or .toml path (env EDGE_SPEC_PROFILE); flags override it.")
 @click.option("--no-chat", is_flag=True, help="Send --prompt as raw text, without the chat template.")
@@ -77,7 +80,8 @@ def run(**o: Any) -> None:
     refs = [read_text_file(p, "reference") for p in o["references"]]
     engine = build_engine(o["model"], o["drafter"], profile=o["profile"], draft=o["draft"],
                           n_ctx=o["n_ctx"], threads=o["threads"],
-                          n_gpu_layers=o["n_gpu_layers"], k_max=o["k_max"])
+                          n_gpu_layers=o["n_gpu_layers"], k_max=o["k_max"],
+                          runtime=o["runtime"])
     sampling = SamplingConfig(o["temperature"], o["top_k"], o["top_p"], o["seed"])
     streaming = not o["as_json"] and o["out"] is None
 

@@ -26,7 +26,7 @@ def engine_factory(o: dict[str, Any]):  # noqa: ANN201 - returns a callable
 
     return lambda: build_engine(o["model"], o["drafter"], profile=o.get("profile"),
                                 draft=o["draft"], n_ctx=o["n_ctx"], threads=o["threads"],
-                                n_gpu_layers=o["n_gpu_layers"])
+                                n_gpu_layers=o["n_gpu_layers"], runtime=o.get("runtime"))
 
 
 @click.command()
@@ -34,6 +34,9 @@ def engine_factory(o: dict[str, Any]):  # noqa: ANN201 - returns a callable
 @click.option("--drafter", default=None, help="Drafter model (same tokenizer as the target).")
 @click.option("--draft", type=click.Choice(["hybrid", "reference", "model", "none"]), default=None,
               help="Drafting: hybrid (default), reference, model or none (plain decoding).")
+@click.option("--runtime", type=click.Choice(["llamacpp", "ort", "torch"]), default=None,
+              help="Backend: llamacpp (GGUF), ort (ONNX folder) or torch (HF folder or GGUF); "
+                   "default: the profile's, else llamacpp.")
 @click.option("--profile", envvar="EDGE_SPEC_PROFILE", default=None,
               help="Hardware profile: shipped/calibrated name or .toml path; flags override it.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")

@@ -36,6 +36,8 @@ class EngineConfig:
     n_batch: int = 512
     n_threads: int = 0
     n_gpu_layers: int = 0
+    runtime: str = "llamacpp"
+    onnx_provider: str = "CPUExecutionProvider"
     draft: str = "hybrid"
     p_min: float = 0.6
     max_reference_chars: int = 2_000_000
@@ -44,14 +46,20 @@ class EngineConfig:
 
 
 def load_runtime(model: str | os.PathLike[str], cfg: EngineConfig, n_ctx: int | None = None):  # noqa: ANN201
-    """Resolve a model name/path and open it with the llama.cpp runtime."""
-    from edge_spec.models import resolve
-    from edge_spec.runtimes.llamacpp import LlamaCppConfig, LlamaCppRuntime
+    """Resolve a model name/path and open it with the backend `cfg.runtime` names.
 
-    path = resolve(model)
-    rcfg = LlamaCppConfig(n_ctx=n_ctx or cfg.n_ctx, n_batch=cfg.n_batch,
-                          n_threads=cfg.n_threads, n_gpu_layers=cfg.n_gpu_layers)
-    return LlamaCppRuntime(path, rcfg)
+    llama.cpp takes a GGUF file; ort takes an exported ONNX folder; torch takes a Hugging Face
+    checkpoint folder (safetensors) or a GGUF file (dequantized by transformers).
+    """
+    from edge_spec.models import resolve
+    from edge_spec.runtimes import RuntimeOptions, backend_name, open_runtime
+
+    kind = backend_name(cfg.runtime)
+    local = Path(os.fspath(model)).expanduser()
+    path = local if kind != "llamacpp" and local.is_dir() else resolve(model)
+    opts = RuntimeOptions(n_ctx=n_ctx or cfg.n_ctx, n_batch=cfg.n_batch, n_threads=cfg.n_threads,
+                          n_gpu_layers=cfg.n_gpu_layers, onnx_provider=cfg.onnx_provider)
+    return open_runtime(kind, path, opts)
 
 
 class Engine:
@@ -158,7 +166,7 @@ class Engine:
 def build_engine(model: str | None = None, drafter: str | None = None, *,
                  profile: str | None = None, draft: str | None = None, n_ctx: int | None = None,
                  threads: int | None = None, n_gpu_layers: int | None = None,
-                 k_max: int | None = None) -> Engine:
+                 k_max: int | None = None, runtime: str | None = None) -> Engine:
     """An Engine from command-line style options; precedence: option > profile > defaults.
 
     With no model, the demo pair (the profile's drafter model, if it names one).
@@ -173,7 +181,8 @@ def build_engine(model: str | None = None, drafter: str | None = None, *,
         prof = load_profile(profile)
         cfg = prof.engine_config(cfg)
     overrides = {k: v for k, v in (("n_ctx", n_ctx), ("n_threads", threads),
-                                   ("n_gpu_layers", n_gpu_layers), ("draft", draft))
+                                   ("n_gpu_layers", n_gpu_layers), ("draft", draft),
+                                   ("runtime", runtime))
                  if v is not None}
     cfg = replace(cfg, **overrides)
     if k_max is not None:

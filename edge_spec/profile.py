@@ -33,7 +33,7 @@ except ModuleNotFoundError:  # Python 3.10
     except ModuleNotFoundError:  # pragma: no cover - depends on the environment
         tomllib = None  # type: ignore[assignment]
 
-BACKENDS = ("llamacpp", "onnx", "torch")
+BACKENDS = ("llamacpp", "ort", "onnx", "torch")  # "onnx" is an alias of "ort"
 DRAFTER_KINDS = ("hybrid", "reference", "model", "none")
 SOURCES = ("measured", "estimated")
 # The verify-cost table must cover at least these draft+1 sizes.
@@ -119,13 +119,12 @@ class Profile:
     def engine_config(self, base: EngineConfig | None = None) -> EngineConfig:
         """An EngineConfig with this profile's runtime, drafter and controller over `base`."""
         from edge_spec.engine import EngineConfig
+        from edge_spec.runtimes import backend_name
 
-        if self.runtime.backend != "llamacpp":
-            raise UserError(f"profile {self.name} selects backend {self.runtime.backend!r}; "
-                            "the engine runs llamacpp only so far")
         base = base or EngineConfig()
         r = self.runtime
-        return replace(base, n_ctx=r.n_ctx, n_threads=r.threads, n_gpu_layers=r.n_gpu_layers,
+        return replace(base, runtime=backend_name(r.backend), onnx_provider=r.onnx_provider,
+                       n_ctx=r.n_ctx, n_threads=r.threads, n_gpu_layers=r.n_gpu_layers,
                        n_batch=r.n_batch, draft=self.drafter.kind, p_min=self.drafter.p_min,
                        controller=self.controller_config(base.controller))
 

@@ -1,1 +1,43 @@
-"""Runtimes: backends that evaluate tokens into logits (llama.cpp, fake; ONNX and torch later)."""
+"""Runtimes: backends that evaluate tokens into logits.
+
+Each backend is one module with a `open_runtime(path, options) -> Runtime` function; this table
+is the only place that names them, so adding a backend is one new file plus one line here.
+
+>>> from edge_spec.runtimes import open_runtime, RuntimeOptions
+>>> rt = open_runtime("llamacpp", "model.gguf", RuntimeOptions(n_ctx=2048))   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+from edge_spec.runtimes.base import Runtime, RuntimeOptions
+
+# name -> (module, extra that installs its library)
+BACKENDS: dict[str, tuple[str, str]] = {
+    "llamacpp": ("edge_spec.runtimes.llamacpp", "llamacpp"),
+    "ort": ("edge_spec.runtimes.ort", "onnx"),
+    "torch": ("edge_spec.runtimes.hf", "torch"),
+}
+ALIASES = {"onnx": "ort", "onnxruntime": "ort", "hf": "torch", "transformers": "torch",
+           "llama.cpp": "llamacpp"}
+
+
+def backend_name(name: str) -> str:
+    """Canonical backend name; raises UserError for an unknown one."""
+    from edge_spec.errors import UserError
+
+    key = ALIASES.get(name.lower(), name.lower())
+    if key not in BACKENDS:
+        raise UserError(f"unknown runtime {name!r}: use one of {', '.join(BACKENDS)}")
+    return key
+
+
+def open_runtime(name: str, path: str | os.PathLike[str], options: RuntimeOptions) -> Runtime:
+    """Open the model at `path` with backend `name`."""
+    module = importlib.import_module(BACKENDS[backend_name(name)][0])
+    return module.open_runtime(path, options)
+
+
+__all__ = ["ALIASES", "BACKENDS", "Runtime", "RuntimeOptions", "backend_name", "open_runtime"]

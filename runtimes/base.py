@@ -23,6 +23,18 @@ class VocabInfo:
     token_text: tuple[str, ...] = field(repr=False, default=())
 
 
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """Backend-neutral settings for opening a model; each backend reads what applies to it."""
+
+    n_ctx: int = 8192
+    n_batch: int = 512
+    n_threads: int = 0  # 0: all cores
+    n_gpu_layers: int = 0  # llama.cpp offload; for ort/torch, non-zero means "use the GPU"
+    onnx_provider: str = "CPUExecutionProvider"
+    dtype: str = "auto"  # torch: auto (fp32 on CPU, bf16/fp16 on CUDA), float32, float16, bfloat16
+
+
 @runtime_checkable
 class Runtime(Protocol):
     """A model with a KV cache that grows by `eval` and shrinks by `truncate`.

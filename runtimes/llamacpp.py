@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from edge_spec.runtimes.base import VocabInfo, fingerprint
+from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, fingerprint
 
 from edge_spec.errors import UserError, require
 
@@ -29,6 +29,13 @@ class LlamaCppConfig:
     n_threads: int = 0  # 0: all physical cores that os.cpu_count() reports
     n_gpu_layers: int = 0
     flash_attn: bool = False
+
+
+def open_runtime(path: str | os.PathLike[str], options: RuntimeOptions) -> LlamaCppRuntime:
+    """Open a GGUF file (the registry entry point, see `edge_spec.runtimes`)."""
+    return LlamaCppRuntime(path, LlamaCppConfig(
+        n_ctx=options.n_ctx, n_batch=options.n_batch, n_threads=options.n_threads,
+        n_gpu_layers=options.n_gpu_layers))
 
 
 class LlamaCppRuntime:
