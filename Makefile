@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+TORCH  ?= torch==2.13.0
 # llama-cpp-python compiles from source; the multimodal library is not needed.
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
@@ -14,7 +15,8 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --progress-bar off -e '.[llamacpp,dev]'
+	# torch pinned to the CPU build this machine kind keeps on disk (a bare range pulls CUDA, GBs).
+	$(BIN)/python -m pip install --progress-bar off -e '.[llamacpp,dev,torch,onnx,export]' $(TORCH)
 	touch $(STAMP)
 
 demo: install

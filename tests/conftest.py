@@ -56,3 +56,12 @@ def smollm2_rt(smollm2_path: Path):  # noqa: ANN201
     from edge_spec.runtimes.llamacpp import LlamaCppConfig, LlamaCppRuntime
 
     return LlamaCppRuntime(smollm2_path, LlamaCppConfig(n_ctx=4096, n_threads=2))
+
+
+@pytest.fixture(scope="session")
+def smollm2_hf_dir(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2 as a Hugging Face checkpoint (float32 safetensors), made once per session."""
+    pytest.importorskip("transformers")
+    from edge_spec.export.gguf_to_hf import gguf_to_hf
+
+    return gguf_to_hf(smollm2_path, tmp_path_factory.mktemp("hf") / "smollm2-hf")
