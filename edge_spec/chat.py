@@ -69,6 +69,11 @@ def chat_tokens(rt: Runtime, messages: Sequence[Message]) -> list[int]:
 
 def text_tokens(rt: Runtime, text: str) -> list[int]:
     """Tokenize raw prompt text; add BOS only if the model wants one and it is not there yet."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UserError(f"the prompt is not valid Unicode text ({exc.reason} at character "
+                        f"{exc.start}); remove lone surrogates") from None
     toks = rt.tokenize(text, add_bos=False, special=True)
     bos = getattr(rt, "bos_id", None)
     if getattr(rt, "add_bos", False) and bos is not None and (not toks or toks[0] != bos):

@@ -572,6 +572,11 @@ async def _read_json(request: Request, limit: int) -> dict[str, Any]:
                          code="invalid_json") from None
     if not isinstance(obj, dict):
         raise _HTTPError(400, "the request body must be a JSON object", code="invalid_json")
+    try:  # JSON may escape lone surrogates ("\ud800"); no tokenizer can encode them
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise _HTTPError(400, "the request contains a lone UTF-16 surrogate (\\ud800-\\udfff), "
+                         "which is not valid Unicode text", code="invalid_unicode") from None
     return obj
 
 
