@@ -37,6 +37,8 @@ def main() -> None:
 def _register() -> None:
     from edge_spec.cli_bench import bench
     from edge_spec.cli_calibrate import calibrate_cmd
+    from edge_spec.cli_export import export_cmd
+    from edge_spec.cli_inspect import inspect_cmd
     from edge_spec.cli_models import models
     from edge_spec.cli_profiles import profiles
     from edge_spec.cli_run import run
@@ -48,6 +50,8 @@ def _register() -> None:
     main.add_command(bench)
     main.add_command(calibrate_cmd)
     main.add_command(profiles)
+    main.add_command(export_cmd)
+    main.add_command(inspect_cmd)
 
 
 _register()

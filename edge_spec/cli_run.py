@@ -39,6 +39,9 @@ def result_dict(res: Any, engine: Any, text: str) -> dict[str, Any]:
 @click.option("--lang", default="", help="Language tag for the code fence (default: from the file name).")
 @click.option("--model", default=None, help="Target model: catalogue name, .gguf path or hf:ORG/REPO/FILE.")
 @click.option("--drafter", default=None, help="Drafter model (same tokenizer as the target).")
+@click.option("--bundle", default=None, type=click.Path(file_okay=False),
+              help="An `edge-spec export` bundle: its target, drafter and runtime (flags win).")
+@click.option("--verify", is_flag=True, help="With --bundle: re-hash every file, not only changed ones.")
 @click.option("--draft", type=click.Choice(["hybrid", "reference", "model", "none"]), default=None,
               help="Drafting: hybrid (default), reference, model or none (plain decoding).")
 @click.option("--reference", "references", multiple=True, type=click.Path(exists=True, dir_okay=False),
@@ -81,7 +84,7 @@ def run(**o: Any) -> None:
     engine = build_engine(o["model"], o["drafter"], profile=o["profile"], draft=o["draft"],
                           n_ctx=o["n_ctx"], threads=o["threads"],
                           n_gpu_layers=o["n_gpu_layers"], k_max=o["k_max"],
-                          runtime=o["runtime"])
+                          runtime=o["runtime"], bundle=o["bundle"], verify_bundle=o["verify"])
     sampling = SamplingConfig(o["temperature"], o["top_k"], o["top_p"], o["seed"])
     streaming = not o["as_json"] and o["out"] is None
 

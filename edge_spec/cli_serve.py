@@ -26,12 +26,16 @@ def engine_factory(o: dict[str, Any]):  # noqa: ANN201 - returns a callable
 
     return lambda: build_engine(o["model"], o["drafter"], profile=o.get("profile"),
                                 draft=o["draft"], n_ctx=o["n_ctx"], threads=o["threads"],
-                                n_gpu_layers=o["n_gpu_layers"], runtime=o.get("runtime"))
+                                n_gpu_layers=o["n_gpu_layers"], runtime=o.get("runtime"),
+                                bundle=o.get("bundle"), verify_bundle=bool(o.get("verify")))
 
 
 @click.command()
 @click.option("--model", default=None, help="Target model: catalogue name, .gguf path or hf:ORG/REPO/FILE.")
 @click.option("--drafter", default=None, help="Drafter model (same tokenizer as the target).")
+@click.option("--bundle", default=None, type=click.Path(file_okay=False),
+              help="An `edge-spec export` bundle: its target, drafter and runtime (flags win).")
+@click.option("--verify", is_flag=True, help="With --bundle: re-hash every file, not only changed ones.")
 @click.option("--draft", type=click.Choice(["hybrid", "reference", "model", "none"]), default=None,
               help="Drafting: hybrid (default), reference, model or none (plain decoding).")
 @click.option("--runtime", type=click.Choice(["llamacpp", "ort", "torch"]), default=None,

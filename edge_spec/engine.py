@@ -166,13 +166,19 @@ class Engine:
 def build_engine(model: str | None = None, drafter: str | None = None, *,
                  profile: str | None = None, draft: str | None = None, n_ctx: int | None = None,
                  threads: int | None = None, n_gpu_layers: int | None = None,
-                 k_max: int | None = None, runtime: str | None = None) -> Engine:
+                 k_max: int | None = None, runtime: str | None = None,
+                 bundle: str | None = None, verify_bundle: bool = False) -> Engine:
     """An Engine from command-line style options; precedence: option > profile > defaults.
 
-    With no model, the demo pair (the profile's drafter model, if it names one).
+    With no model, the demo pair (the profile's drafter model, if it names one). A `bundle`
+    (an `edge-spec export` folder, hash-checked) supplies target, drafter, runtime and profile
+    wherever the matching option is not given.
     """
     from dataclasses import replace
 
+    if bundle is not None:
+        model, drafter, runtime, profile = _bundle_args(bundle, verify_bundle, model, drafter,
+                                                        runtime, profile)
     cfg = EngineConfig()
     prof = None
     if profile:
@@ -190,6 +196,25 @@ def build_engine(model: str | None = None, drafter: str | None = None, *,
     if drafter is None and model is None and cfg.draft in ("hybrid", "model"):
         drafter = (prof.drafter.model if prof is not None else "") or DEMO_DRAFTER
     return Engine(model or DEMO_TARGET, drafter, cfg)
+
+
+def _bundle_args(bundle: str, verify: bool, model: str | None, drafter: str | None,
+                 runtime: str | None, profile: str | None) -> tuple[str, str | None, str, str | None]:
+    """(model, drafter, runtime, profile) with the bundle's filling what the options leave open."""
+    from edge_spec.export.bundle import load_bundle
+    from edge_spec.profile import find_profile
+
+    b = load_bundle(bundle, verify)
+    target, b_drafter, rt = b.models(runtime)
+    if drafter is None and model is None and b_drafter is not None:
+        drafter = str(b_drafter)
+    rec = b.manifest.recommended_profile
+    if profile is None and rec:
+        try:  # a profile calibrated on the exporting machine may not exist here
+            profile = str(find_profile(rec))
+        except UserError:
+            profile = None
+    return model or str(target), drafter, rt, profile
 
 
 class TextStreamIter:

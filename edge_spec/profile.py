@@ -236,7 +236,7 @@ def parse_profile(text: str, path: str | os.PathLike[str] = "<string>") -> Profi
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{where}: not valid TOML ({exc})") from None
-    v = _Validator(where)
+    v = TomlValidator(where)
     top = v.table(data, "", {"name", "description", "runtime", "drafter", "controller", "costs"})
     name = v.get(top, "name", str, where.stem)
     description = v.get(top, "description", str, "")
@@ -299,7 +299,7 @@ def parse_profile(text: str, path: str | os.PathLike[str] = "<string>") -> Profi
 _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string"}
 
 
-class _Validator:
+class TomlValidator:
     """Type and range checks whose errors name the key and the file."""
 
     def __init__(self, path: Path) -> None:
