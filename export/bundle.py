@@ -270,10 +270,11 @@ def load_bundle(folder: str | os.PathLike[str], verify: bool = False) -> Bundle:
 def safe_path(root: Path, rel: str, where: Path) -> Path:
     """root/rel, refusing absolute paths, `..`, and symlinks that lead out of the bundle."""
     parts = rel.split("/")
+    # NUL and control characters: the OS refuses NUL (ValueError), and none belong in a name.
     if not rel or "\\" in rel or Path(rel).is_absolute() or ":" in parts[0] \
-            or any(p in ("", ".", "..") for p in parts):
+            or any(p in ("", ".", "..") for p in parts) or any(ord(c) < 32 for c in rel):
         raise UserError(f"{where}: file path {rel!r} must be a plain relative path inside "
-                        "the bundle (no '..', no absolute path)")
+                        "the bundle (no '..', no absolute path, no control characters)")
     full = root / rel
     real_root = root.resolve()
     if not full.resolve().is_relative_to(real_root):
