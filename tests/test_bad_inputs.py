@@ -152,6 +152,58 @@ def _edited_token_drafter(tmp: Path, request: pytest.FixtureRequest) -> list[str
             "--n-ctx", "256", "--threads", "2"]
 
 
+def _pickle_checkpoint(tmp: Path, request: pytest.FixtureRequest) -> list[str]:
+    ckpt = tmp / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text('{"model_type": "llama"}')
+    # A pickle that would run code if loaded: the check must refuse it without unpickling.
+    (ckpt / "pytorch_model.bin").write_bytes(b"\x80\x04cposix\nsystem\n(S'touch pwned'\ntR.")
+    return ["--runtime", "torch", "--model", str(ckpt), "--prompt", "hello"]
+
+
+def _tampered_bundle(tmp: Path, request: pytest.FixtureRequest) -> list[str]:
+    from edge_spec.export.bundle import (
+        Manifest,
+        TokenizerInfo,
+        file_entry,
+        load_bundle,
+        write_manifest,
+    )
+
+    request.getfixturevalue("monkeypatch").setenv("EDGE_SPEC_HOME", str(tmp / "home"))
+    root = tmp / "bundle"
+    root.mkdir()
+    model = root / "target-Q8_0.gguf"
+    model.write_bytes(SAMPLE)
+    write_manifest(root, Manifest(files=(file_entry(root, model.name, "target", "gguf", "Q8_0"),),
+                                  tokenizer=TokenizerInfo("0" * 16, 70, "bpe", 1, 2)))
+    load_bundle(root)  # verified once, so the load under test takes the fast (cached) path
+    data = bytearray(SAMPLE)
+    data[-5] ^= 0x01
+    with open(model, "r+b") as fh:  # same size, same inode
+        fh.write(data)
+    return ["--bundle", str(root), "--prompt", "hello"]
+
+
+def _onnx_escaping_external_data(tmp: Path, request: pytest.FixtureRequest) -> list[str]:
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    folder = tmp / "onnx-model"
+    folder.mkdir()
+    (tmp / "secret.bin").write_bytes(bytes(64))
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [4], [0.0] * 4)
+    weight.ClearField("float_data")
+    weight.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "../secret.bin"), ("offset", "0"), ("length", "16")):
+        entry = weight.external_data.add()
+        entry.key, entry.value = k, v
+    graph = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [weight])
+    onnx.save(helper.make_model(graph), str(folder / "model.onnx"))
+    return ["--runtime", "ort", "--model", str(folder), "--prompt", "hello"]
+
+
 def _hostile_template(tmp: Path, request: pytest.FixtureRequest) -> list[str]:
     model = request.getfixturevalue("hostile_gguf")
     return ["--model", str(model), "--prompt", "hello", "--n-ctx", "256", "--threads", "2"]
@@ -188,6 +240,12 @@ ROWS = [
         ("does not pair", "special tokens differ", "BOS 1 vs 151643"), real=True),
     Row("drafter-token-text-differs", _edited_token_drafter,
         ("does not pair", "token 1000 differs", "'<edited-token>'"), real=True),
+    Row("pickle-checkpoint", _pickle_checkpoint,
+        ("pytorch_model.bin", "pickle", "safetensors")),
+    Row("bundle-flipped-byte", _tampered_bundle,
+        ("target-Q8_0.gguf does not match its SHA-256",)),
+    Row("onnx-external-data-outside", _onnx_escaping_external_data,
+        ("model.onnx", "../secret.bin")),
     Row("hostile-chat-template", _hostile_template,
         ("unsafe chat template", "__class__"), real=True),
     Row("original-invalid-utf8", _original(b"def f():\n    return 'caf\xe9'\n"),
