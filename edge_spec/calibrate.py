@@ -246,7 +246,7 @@ def calibrate(model: str | os.PathLike[str] | None = None,
               drafter: str | os.PathLike[str] | None = None, *,
               threads: int = 0, n_gpu_layers: int = 0, quick: bool = False, repeats: int = 3,
               prompt_tokens: int = PROMPT_TOKENS, name: str = "local",
-              report: Report | None = None) -> Profile:
+              report: Report | None = None, runtime: str = "llamacpp") -> Profile:
     """Measure the target (and drafter) and return a `source = "measured"` profile.
 
     `model` defaults to the demo target and, when it does, `drafter` to the demo drafter;
@@ -256,8 +256,9 @@ def calibrate(model: str | os.PathLike[str] | None = None,
     from edge_spec.adapt import ControllerConfig
     from edge_spec.engine import DEMO_DRAFTER, DEMO_TARGET
     from edge_spec.models import resolve
-    from edge_spec.runtimes.llamacpp import LlamaCppConfig, LlamaCppRuntime
+    from edge_spec.runtimes import RuntimeOptions, backend_name, open_runtime
 
+    kind = backend_name(runtime)
     if drafter is None and model is None:
         drafter = DEMO_DRAFTER
     model = model if model is not None else DEMO_TARGET
@@ -275,11 +276,17 @@ def calibrate(model: str | os.PathLike[str] | None = None,
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     started = time.monotonic()
     n_ctx = 1 << (prompt_tokens + max(sizes) + 16 - 1).bit_length()
-    rcfg = LlamaCppConfig(n_ctx=n_ctx, n_batch=512, n_threads=n_threads,
+    opts = RuntimeOptions(n_ctx=n_ctx, n_batch=512, n_threads=n_threads,
                           n_gpu_layers=n_gpu_layers)
+
+    def open_model(m: str | os.PathLike[str]):  # noqa: ANN202 - a Runtime
+        local = Path(m).expanduser()  # ort/torch take model folders; catalogue names resolve
+        path = local if kind != "llamacpp" and local.is_dir() else resolve(m, progress=False)
+        return open_runtime(kind, path, opts)
+
     if report:
         report("loading target", done, total)
-    target = LlamaCppRuntime(resolve(model, progress=False), rcfg)
+    target = open_model(model)
     table, prefill = measure_target(target, sizes, repeats, prompt_tokens, tick)
     target_name = target.name
     del target
@@ -290,7 +297,7 @@ def calibrate(model: str | os.PathLike[str] | None = None,
     if drafter:
         if report:
             report("loading drafter", done, total)
-        drt = LlamaCppRuntime(resolve(drafter, progress=False), rcfg)
+        drt = open_model(drafter)
         tick("drafter loaded")
         d_ms = measure_drafter(drt, DRAFTER_EVALS, prompt_tokens, tick)
         d_quant = quant_name(drt)
@@ -309,7 +316,7 @@ def calibrate(model: str | os.PathLike[str] | None = None,
     method = (f"edge-spec calibrate{' --quick' if quick else ''}: target {target_name} after a "
               f"{prompt_tokens}-token code prompt; per n one eval of n tokens with logits on all "
               f"n rows plus their argmax, rolled back; median of {repeats} interleaved runs; "
-              f"{n_threads} threads; prefill: one {prompt_tokens}-token eval after warm-up. "
+              f"{n_threads} threads, runtime {kind}; prefill: one {prompt_tokens}-token eval after warm-up. "
               f"{d_note}.{extrapolated} 1-minute load average at start {load:.2f}; "
               f"took {elapsed:.0f} s.")
     costs = CostsSection(
@@ -323,7 +330,7 @@ def calibrate(model: str | os.PathLike[str] | None = None,
     return Profile(
         name=name,
         description=f"measured by edge-spec calibrate on {costs.machine}",
-        runtime=RuntimeSection(threads=n_threads, n_gpu_layers=n_gpu_layers),
+        runtime=RuntimeSection(backend=kind, threads=n_threads, n_gpu_layers=n_gpu_layers),
         drafter=DrafterSection(kind="hybrid" if drafter else "reference",
                                model=str(drafter or ""), quant=d_quant),
         controller=ControllerSection(k_max=cdef.k_max, prior_accept=cdef.prior_accept,

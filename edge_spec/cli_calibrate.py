@@ -22,6 +22,8 @@ import click
               help="Profile file to write (default: the store's profiles/local.toml).")
 @click.option("--name", default=None, help="Profile name (default: the --out file's stem).")
 @click.option("--json", "as_json", is_flag=True, help="Print the profile as JSON on stdout.")
+@click.option("--runtime", type=click.Choice(["llamacpp", "ort", "torch"]), default="llamacpp",
+              show_default=True, help="Backend to measure (ort/torch take model folders).")
 @click.option("--quick", is_flag=True, help="Skip n=128 (extrapolated) for a faster run.")
 def calibrate_cmd(**o: Any) -> None:
     """Measure verify costs (n = 1..128 tokens per forward) and the drafter's cost."""
@@ -37,13 +39,15 @@ def calibrate_cmd(**o: Any) -> None:
     from edge_spec.models import resolve
 
     # Pull missing models first, with their own progress bar (rich allows one live display).
-    resolve(o["model"] or DEMO_TARGET)
-    if drafter or (drafter is None and o["model"] is None):
-        resolve(drafter or DEMO_DRAFTER)
+    for m in (o["model"] or DEMO_TARGET,
+              (drafter or DEMO_DRAFTER) if drafter or (drafter is None and o["model"] is None)
+              else None):
+        if m is not None and not Path(m).expanduser().is_dir():
+            resolve(m)
     with _progress() as report:
         prof = calibrate(o["model"], drafter, threads=o["threads"],
                          n_gpu_layers=o["n_gpu_layers"], quick=o["quick"],
-                         name=o["name"] or out.stem, report=report)
+                         name=o["name"] or out.stem, report=report, runtime=o["runtime"])
     write_text(out, prof.to_toml())
     if o["as_json"]:
         from edge_spec.cli import emit_json
