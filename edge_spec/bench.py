@@ -53,14 +53,25 @@ def parse_modes(spec: str, baseline: bool = True) -> list[Mode]:
             modes.append(Mode(name, peer="pld", param=10))
         elif name.startswith("llamacpp-pld-"):
             modes.append(Mode(name, peer="pld", param=_int(name, "llamacpp-pld-")))
-        elif name.startswith("hf-"):
+        elif name in ("hf-plain", "hf-assisted"):
             modes.append(Mode(name, peer=name))
+        elif name == "hf-pld":
+            modes.append(Mode(name, peer="hf-pld", param=10))
+        elif name.startswith("hf-pld-"):
+            modes.append(Mode(name, peer="hf-pld", param=_int(name, "hf-pld-")))
         else:
             raise UserError(f"unknown bench mode {name!r}: use plain, spec-adaptive[-DRAFTER], "
-                            "spec-fixed-K, spec-model-fixed-K, llamacpp-pld[-N], hf-assisted")
+                            "spec-fixed-K, spec-model-fixed-K, llamacpp-pld[-N], hf-plain, "
+                            "hf-pld[-N], hf-assisted")
     if baseline and (not modes or modes[0].name != "plain"):
         modes = [Mode("plain"), *[m for m in modes if m.name != "plain"]]
     return modes
+
+
+def baseline_of(mode: str) -> str:
+    """The mode a mode's speedup is measured against: hf-plain for the transformers peer
+    (list hf-plain among the modes to get hf-* speedups)."""
+    return "hf-plain" if mode.startswith("hf-") else "plain"
 
 
 def _int(name: str, prefix: str) -> int:
@@ -162,9 +173,14 @@ def apply_prompt(engine: Any, task: dict[str, Any],
 
 
 def run_task(engine: Any, peer: PldPeer | None, task: dict[str, Any], mode: Mode,
-             max_tokens: int | None, template: str | None = None) -> dict[str, Any]:
+             max_tokens: int | None, template: str | None = None,
+             hf: Any = None) -> dict[str, Any]:
     """One measurement; errors are recorded, never raised."""
     try:
+        if mode.peer and mode.peer.startswith("hf-"):
+            from edge_spec.bench_hf import run_hf
+
+            return run_hf(hf, engine, task, mode, max_tokens, template)
         if mode.peer == "pld":
             if peer is None:
                 raise UserError("llamacpp-pld needs the llama.cpp target")
@@ -182,8 +198,7 @@ def run_task(engine: Any, peer: PldPeer | None, task: dict[str, Any], mode: Mode
                                          d["finish_reason"] == "stop")
             return d
         if mode.peer:
-            raise UserError(f"mode {mode.name} is not available in this build "
-                            "(needs the 'torch' extra and a torch build of the target)")
+            raise UserError(f"mode {mode.name} is not available in this build")
         return run_ours(engine, task, mode, max_tokens, template)
     except Exception as exc:  # noqa: BLE001 - a failing mode must not stop the benchmark
         return {"error": f"{type(exc).__name__}: {exc}"}
@@ -195,17 +210,27 @@ def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: i
           template: str | None = None) -> list[dict[str, Any]]:
     """Run every (repeat, task, mode) interleaved; return result records."""
     peer = peer_factory() if peer_factory and any(m.peer == "pld" for m in modes) else None
+    hf = None
+    if any(m.peer and m.peer.startswith("hf-") for m in modes):
+        from edge_spec.bench_hf import HfPeer
+
+        hf = HfPeer.for_engine(engine)  # loads its models on first use, once per run
     records: list[dict[str, Any]] = []
     for r in range(repeat):
         for task in tasks:
             plain_text = None
+            hf_text = None
             for mode in modes:
-                d = run_task(engine, peer, task, mode, max_tokens, template)
+                d = run_task(engine, peer, task, mode, max_tokens, template, hf)
                 rec = {"task_id": task["id"], "mode": mode.name, "repeat": r, **d}
                 text = d.get("text")
                 if mode.name == "plain":
                     plain_text = text
                 rec["match_plain"] = None if text is None or plain_text is None else text == plain_text
+                if mode.name == "hf-plain":
+                    hf_text = text
+                if mode.peer and mode.peer.startswith("hf-"):  # the peer's own losslessness
+                    rec["match_hf_plain"] = None if text is None or hf_text is None else text == hf_text
                 exp = task.get("expected")
                 rec["match_expected"] = None if text is None or exp is None else text == exp
                 rec["match_expected_ws"] = None if text is None or exp is None else ws_equal(text, exp)
@@ -244,18 +269,21 @@ def machine() -> dict[str, Any]:
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Medians per mode, with speedups as medians of per-task ratios to plain."""
+    """Medians per mode, with speedups as medians of per-task ratios to the mode's baseline
+    (plain; hf-plain for the transformers peer)."""
     def med(xs: list[float]) -> float | None:
         xs = [x for x in xs if x is not None]
         return round(st.median(xs), 3) if xs else None
 
-    plain: dict[tuple[str, int], float] = {
-        (r["task_id"], r["repeat"]): r["decode_tok_s"] for r in records
-        if r["mode"] == "plain" and not r["error"] and r["decode_tok_s"]}
+    base: dict[str, dict[tuple[str, int], float]] = {
+        b: {(r["task_id"], r["repeat"]): r["decode_tok_s"] for r in records
+            if r["mode"] == b and not r["error"] and r["decode_tok_s"]}
+        for b in ("plain", "hf-plain")}
     out: dict[str, dict[str, Any]] = {}
     for mode in dict.fromkeys(r["mode"] for r in records):
         rs = [r for r in records if r["mode"] == mode]
         ok = [r for r in rs if not r["error"]]
+        plain = base[baseline_of(mode)]
         ratios = [r["decode_tok_s"] / plain[(r["task_id"], r["repeat"])] for r in ok
                   if (r["task_id"], r["repeat"]) in plain and r["decode_tok_s"]]
         out[mode] = {
@@ -269,6 +297,6 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "match_expected": sum(bool(r["match_expected"]) for r in ok),
             "match_expected_ws": sum(bool(r.get("match_expected_ws")) for r in ok),
             "line_similarity": med([r.get("line_similarity") for r in ok]),
-            "n_ok": len(ok),
+            "n_ok": len(ok), "baseline": baseline_of(mode),
         }
     return out

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import SMALL_TASKS
+from conftest import SMALL_TASKS, load_tasks
 
 from edge_spec.bench import RESULT_FIELDS, parse_modes
 from edge_spec.cli import main
@@ -48,3 +48,46 @@ def test_bench_smollm2_two_tasks(smollm2_path: Path, tmp_path: Path) -> None:
     assert (out / "speedup.png").stat().st_size > 1000
     assert (out / "accepted_hist.png").exists() and (out / "k_trace.png").exists()
     assert "spec-adaptive" in json.loads(res.stdout)["summary"]
+
+
+def test_parse_hf_modes() -> None:
+    from edge_spec.bench import baseline_of
+
+    modes = parse_modes("hf-plain,hf-pld,hf-pld-4,hf-assisted")
+    assert [(m.name, m.peer, m.param) for m in modes[1:]] == [
+        ("hf-plain", "hf-plain", None), ("hf-pld", "hf-pld", 10), ("hf-pld-4", "hf-pld", 4),
+        ("hf-assisted", "hf-assisted", None)]
+    assert baseline_of("hf-pld-4") == "hf-plain" and baseline_of("spec-fixed-8") == "plain"
+    with pytest.raises(UserError):
+        parse_modes("hf-warp")
+
+
+@pytest.mark.real
+def test_bench_hf_peer_smollm2(smollm2_path: Path, tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    pytest.importorskip("transformers")
+    if not SMALL_TASKS.exists():
+        pytest.skip("no benchmark data")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(load_tasks(n=1)[0]) + "\n")  # the smallest task
+    out = tmp_path / "out"
+    modes = ["plain", "hf-plain", "hf-pld", "hf-assisted"]
+    res = CliRunner().invoke(main, ["bench", "--tasks", str(tasks), "--model", str(smollm2_path),
+                                    "--drafter", str(smollm2_path), "--modes", ",".join(modes),
+                                    "--max-tokens", "24", "--threads", "1", "--n-ctx", "4096",
+                                    "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    records = json.loads((out / "results.json").read_text())
+    assert [r["mode"] for r in records] == modes
+    for r in records:
+        assert all(f in r for f in RESULT_FIELDS) and not r["error"], r.get("error")
+        assert r["output_tokens"] and r["decode_tok_s"] > 0 and r["prefill_ms"] > 0
+    hf = [r for r in records if r["mode"].startswith("hf-")]
+    assert all(isinstance(r["match_plain"], bool) and isinstance(r["match_hf_plain"], bool)
+               for r in hf)
+    summary = json.loads(res.stdout)["summary"]
+    assert summary["hf-pld"]["baseline"] == "hf-plain" and summary["hf-pld"]["speedup"]
+    with capsys.disabled():
+        print("\n" + "\n".join(f"[bench hf] {r['mode']:<12} {r['output_tokens']} tok, "
+                               f"{r['decode_tok_s']} tok/s, tok/forward {r['tokens_per_forward']}, "
+                               f"= plain {r['match_plain']}, = hf-plain {r.get('match_hf_plain')}"
+                               for r in records))
