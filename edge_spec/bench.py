@@ -157,6 +157,11 @@ def run_ours(engine: Any, task: dict[str, Any], mode: Mode, max_tokens: int | No
     d = stats.to_dict(steps=True)
     d["text"] = text
     d["k_trace"] = [s["k"] for s in d.pop("steps")]
+    # Token ids for the near-tie check of a "≠ plain" result; dropped before results are saved.
+    if "prompt" in task:
+        d["_ids"] = (engine.prompt_tokens(task["prompt"]), list(res.tokens))
+    else:
+        d["_ids"] = (res.extra["prompt"], list(res.extra["tokens"]))
     return d
 
 
@@ -219,14 +224,18 @@ def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: i
     for r in range(repeat):
         for task in tasks:
             plain_text = None
+            plain_ids = None
             hf_text = None
             for mode in modes:
                 d = run_task(engine, peer, task, mode, max_tokens, template, hf)
+                ids = d.pop("_ids", None)
                 rec = {"task_id": task["id"], "mode": mode.name, "repeat": r, **d}
                 text = d.get("text")
                 if mode.name == "plain":
-                    plain_text = text
+                    plain_text, plain_ids = text, ids
                 rec["match_plain"] = None if text is None or plain_text is None else text == plain_text
+                if rec["match_plain"] is False and ids is not None and plain_ids is not None:
+                    rec["divergence"] = _divergence(engine, plain_ids, ids)
                 if mode.name == "hf-plain":
                     hf_text = text
                 if mode.peer and mode.peer.startswith("hf-"):  # the peer's own losslessness
@@ -243,6 +252,20 @@ def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: i
                 if progress:
                     progress(f"{task['id']} {mode.name}")
     return records
+
+
+def _divergence(engine: Any, plain: tuple[list[int], list[int]],
+                ours: tuple[list[int], list[int]]) -> dict[str, Any] | None:
+    """The near-tie check of an output that differs from plain (same runtime, same prompt)."""
+    from edge_spec.neartie import divergence
+
+    if plain[0] != ours[0]:
+        return None
+    try:
+        d = divergence(engine.target, plain[0], plain[1], ours[1])
+    except Exception as exc:  # noqa: BLE001 - a failed check must not stop the benchmark
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return d.to_dict() if d is not None else None
 
 
 def machine() -> dict[str, Any]:
@@ -294,6 +317,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "tokens_per_forward": med([r["tokens_per_forward"] for r in ok]),
             "acceptance": med([r["acceptance"] for r in ok]),
             "match_plain": sum(bool(r["match_plain"]) for r in ok),
+            "near_ties": sum(bool((r.get("divergence") or {}).get("near_tie")) for r in ok),
             "match_expected": sum(bool(r["match_expected"]) for r in ok),
             "match_expected_ws": sum(bool(r.get("match_expected_ws")) for r in ok),
             "line_similarity": med([r.get("line_similarity") for r in ok]),

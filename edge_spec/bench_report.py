@@ -37,7 +37,10 @@ def summary_md(summary: dict[str, Any], meta: dict[str, Any], records: list[dict
         + ", ".join(f"{k} {v}" for k, v in m["versions"].items()),
         f"- date: {meta['date']}", "",
         "Speedup = median over tasks of (mode decode tok/s) / (plain decode tok/s) in the same "
-        "repeat. Decode excludes prefill; prefill is reported separately.", "",
+        "repeat (hf-* modes: over hf-plain, the transformers peer's own baseline). Decode "
+        "excludes prefill; prefill is reported separately. '= plain' counts outputs identical "
+        "to plain; '+ n tie' counts those that differ at a proven numeric near-tie (top-2 gap "
+        "at the first differing token <= the batch-vs-single logit noise there).", "",
         "| mode | ok/runs | decode tok/s | speedup | worst task | tok/forward | acceptance "
         "| prefill ms | = plain | = expected | = expected (ws) | line sim. |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -47,7 +50,7 @@ def summary_md(summary: dict[str, Any], meta: dict[str, Any], records: list[dict
             f"| {mode} | {s['n_ok']}/{s['runs']} | {_fmt(s['decode_tok_s'])} | "
             f"{_fmt(s['speedup'])}x | {_fmt(s['min_speedup'])}x | {_fmt(s['tokens_per_forward'])} | "
             f"{_fmt(s['acceptance'], True)} | {_fmt(s['prefill_ms'])} | "
-            f"{s['match_plain']}/{s['n_ok']} | {s['match_expected']}/{s['n_ok']} | "
+            f"{s['match_plain']}/{s['n_ok']}{_ties(s)} | {s['match_expected']}/{s['n_ok']} | "
             f"{s['match_expected_ws']}/{s['n_ok']} | {_fmt(s['line_similarity'])} |")
     errors = [r for r in records if r.get("error")]
     if errors:
@@ -65,10 +68,23 @@ def summary_md(summary: dict[str, Any], meta: dict[str, Any], records: list[dict
             if not r or r.get("error"):
                 cells.append("err")
             else:
-                mark = "" if r["match_plain"] in (True, None) else " (≠plain)"
+                mark = "" if r["match_plain"] in (True, None) else " (≠plain" + _tie(r) + ")"
                 cells.append(f"{_fmt(r['decode_tok_s'])}{mark}")
         lines.append(f"| {tid} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _ties(s: dict[str, Any]) -> str:
+    return f" + {s['near_ties']} tie" if s.get("near_ties") else ""
+
+
+def _tie(r: dict[str, Any]) -> str:
+    """How a "≠ plain" result was explained: a proven near-tie, or not (a bug to look at)."""
+    d = r.get("divergence")
+    if not d or "near_tie" not in d:
+        return ""
+    verdict = "near-tie" if d["near_tie"] else "NOT a near-tie"
+    return f", {verdict}: token {d['position']}, gap {d['top2_gap']} vs noise {d['noise']}"
 
 
 def write_plots(out: Path, records: list[dict[str, Any]], focus_mode: str) -> list[Path]:
@@ -81,24 +97,27 @@ def write_plots(out: Path, records: list[dict[str, Any]], focus_mode: str) -> li
     except ImportError:
         return []
     written = []
-    plain = {(r["task_id"], r["repeat"]): r["decode_tok_s"] for r in records
-             if r["mode"] == "plain" and r.get("decode_tok_s")}
-    modes = [m for m in dict.fromkeys(r["mode"] for r in records) if m != "plain"]
+    from edge_spec.bench import baseline_of
+
+    base = {(r["mode"], r["task_id"], r["repeat"]): r["decode_tok_s"] for r in records
+            if r["mode"] in ("plain", "hf-plain") and r.get("decode_tok_s")}
+    modes = [m for m in dict.fromkeys(r["mode"] for r in records)
+             if m not in ("plain", "hf-plain")]
     tasks = list(dict.fromkeys(r["task_id"] for r in records))
     fig, ax = plt.subplots(figsize=(max(8, len(tasks) * 0.6), 4.5))
     width = 0.8 / max(1, len(modes))
     for j, mode in enumerate(modes):
         ys = []
         for t in tasks:
-            rs = [r["decode_tok_s"] / plain[(t, r["repeat"])] for r in records
+            rs = [r["decode_tok_s"] / base[(baseline_of(mode), t, r["repeat"])] for r in records
                   if r["mode"] == mode and r["task_id"] == t and r.get("decode_tok_s")
-                  and (t, r["repeat"]) in plain]
+                  and (baseline_of(mode), t, r["repeat"]) in base]
             ys.append(sorted(rs)[len(rs) // 2] if rs else 0.0)
         ax.bar([i + j * width for i in range(len(tasks))], ys, width, label=mode)
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(tasks))], tasks, rotation=60,
                   ha="right", fontsize=7)
-    ax.set_ylabel("decode speedup vs plain")
+    ax.set_ylabel("decode speedup vs plain (hf-*: vs hf-plain)")
     ax.legend(fontsize=7)
     fig.tight_layout()
     written.append(_save(fig, out / "speedup.png"))

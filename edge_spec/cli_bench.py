@@ -16,7 +16,8 @@ import click
 @click.option("--limit", type=click.IntRange(1), default=None, help="First N tasks only.")
 @click.option("--modes", default="plain,spec-adaptive,spec-fixed-8,llamacpp-pld", show_default=True,
               help="Comma list: plain, spec-adaptive[-reference|-model|-hybrid], spec-fixed-K, "
-                   "spec-model-fixed-K, llamacpp-pld[-N], hf-assisted.")
+                   "spec-model-fixed-K, llamacpp-pld[-N], hf-plain, hf-pld[-N], hf-assisted "
+                   "(hf-* speedups are over hf-plain: list it too).")
 @click.option("--repeat", type=click.IntRange(1), default=1, show_default=True)
 @click.option("--template", default=None, help="Apply prompt template (default: from the model).")
 @click.option("--no-baseline", is_flag=True,
