@@ -81,7 +81,7 @@ def _int(name: str, prefix: str) -> int:
         raise UserError(f"bench mode {name!r} needs a number after {prefix!r}") from None
 
 
-def load_tasks(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
+def load_tasks(path: str | Path, limit: int | None = None, skip: int = 0) -> list[dict[str, Any]]:
     """Tasks from JSONL: apply tasks (original, update[, instruction, expected]) or prompts."""
     p = Path(path)
     if not p.is_file():
@@ -98,6 +98,7 @@ def load_tasks(path: str | Path, limit: int | None = None) -> list[dict[str, Any
             raise UserError(f"{path}:{i}: a task needs 'prompt' or 'original' and 'update'")
         t.setdefault("id", f"task-{i}")
         tasks.append(t)
+    tasks = tasks[skip:]
     return tasks[:limit] if limit else tasks
 
 

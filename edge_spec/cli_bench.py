@@ -14,6 +14,7 @@ import click
 @click.option("--tasks", "tasks_path", required=True, type=click.Path(dir_okay=False),
               help="JSONL task file (apply tasks or {'prompt': ...} lines).")
 @click.option("--limit", type=click.IntRange(1), default=None, help="First N tasks only.")
+@click.option("--skip", type=click.IntRange(0), default=0, help="Skip the first N tasks.")
 @click.option("--modes", default="plain,spec-adaptive,spec-fixed-8,llamacpp-pld", show_default=True,
               help="Comma list: plain, spec-adaptive[-reference|-model|-hybrid], spec-fixed-K, "
                    "spec-model-fixed-K, llamacpp-pld[-N], hf-plain, hf-pld[-N], hf-assisted "
@@ -43,7 +44,7 @@ def bench(**o: Any) -> None:
     from edge_spec.engine import build_engine
 
     modes = parse_modes(o["modes"], baseline=not o["no_baseline"])
-    tasks = load_tasks(o["tasks_path"], o["limit"])
+    tasks = load_tasks(o["tasks_path"], o["limit"], o["skip"])
     engine = build_engine(o["model"], o["drafter"], profile=o["profile"], n_ctx=o["n_ctx"],
                           threads=o["threads"], runtime=o["runtime"])
     # The llama.cpp peers only compare fairly with a llama.cpp baseline.
