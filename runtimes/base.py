@@ -84,6 +84,16 @@ class Runtime(Protocol):
     def is_eog(self, token: int) -> bool: ...
 
 
+def wanted_rows(rt: Runtime, n: int, rows: Sequence[int] | None) -> list[int]:
+    """Check that `n` more tokens fit the context; return the logits rows asked for, sorted."""
+    if rt.n_tokens + n > rt.n_ctx:
+        from edge_spec.errors import UserError
+
+        raise UserError(f"context full: {rt.n_tokens} + {n} tokens exceed n_ctx "
+                        f"{rt.n_ctx}; raise n_ctx or shorten the input")
+    return [n - 1] if rows is None else sorted(rows)
+
+
 def fingerprint(token_text: Sequence[str], bos: int | None, eos: int | None) -> str:
     """A short hash over token texts and special ids, equal for tokenizers that pair."""
     h = hashlib.sha256()

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 from edge_spec.runtimes import hf_vocab
-from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, fingerprint
+from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, fingerprint, wanted_rows
 from edge_spec.runtimes.hf_exact import make_batch_invariant
 
 from edge_spec.errors import UserError, require
@@ -154,10 +154,7 @@ class TorchRuntime:
         n = len(tokens)
         if n == 0:
             return np.zeros((0, self.n_vocab), dtype=np.float32)
-        if self.n_tokens + n > self.n_ctx:
-            raise UserError(f"context full: {self.n_tokens} + {n} tokens exceed n_ctx "
-                            f"{self.n_ctx}; raise n_ctx or shorten the input")
-        want = [n - 1] if rows is None else sorted(rows)
+        want = wanted_rows(self, n, rows)
         if want and not 0 <= want[0] <= want[-1] < n:
             raise ValueError(f"rows {want} outside 0..{n - 1}")
         out = []

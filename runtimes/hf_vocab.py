@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from edge_spec.runtimes.tokjson import byte_decoder, spm_piece
+
 # Token texts llama.cpp treats as end of generation besides EOS (end-of-turn and FIM tokens),
 # and as control tokens whatever their type in the file, so both runtimes stop on the same tokens.
 EOG_TEXTS = frozenset({
@@ -13,30 +15,6 @@ EOG_TEXTS = frozenset({
     "<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>", "<end_of_utterance>", "<|fim_pad|>",
     "<fim-pad>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>",
 })
-
-
-def byte_decoder() -> dict[str, int]:
-    """GPT-2 byte-level BPE: the printable character each byte is written as, inverted."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs, strict=True)}
-
-
-def spm_piece(text: str) -> bytes:
-    """SentencePiece token text -> bytes: `▁` is a space, `<0xAB>` a raw byte."""
-    if len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
-        try:
-            return bytes([int(text[3:5], 16)])
-        except ValueError:
-            pass
-    return text.replace("\u2581", " ").encode("utf-8")
 
 
 def vocab_type(tokenizer: Any) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, fingerprint
+from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, fingerprint, wanted_rows
 
 from edge_spec.errors import UserError, require
 
@@ -105,10 +105,7 @@ class LlamaCppRuntime:
         n = len(tokens)
         if n == 0:
             return np.zeros((0, self.n_vocab), dtype=np.float32)
-        if self.n_tokens + n > self.n_ctx:
-            raise UserError(f"context full: {self.n_tokens} + {n} tokens exceed n_ctx "
-                            f"{self.n_ctx}; raise n_ctx or shorten the input")
-        want = [n - 1] if rows is None else sorted(rows)
+        want = wanted_rows(self, n, rows)
         out: list[np.ndarray] = []
         for start in range(0, n, self.n_batch):
             chunk = tokens[start:start + self.n_batch]

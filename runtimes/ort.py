@@ -26,7 +26,7 @@ import os
 from collections.abc import Sequence
 
 import numpy as np
-from edge_spec.runtimes.base import RuntimeOptions, VocabInfo
+from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, wanted_rows
 from edge_spec.runtimes.ort_session import GenaiDecoder, ModelInfo, SessionDecoder
 from edge_spec.runtimes.tokjson import JsonTokenizer
 
@@ -84,10 +84,7 @@ class OrtRuntime:
         n = len(tokens)
         if n == 0:
             return np.zeros((0, self.n_vocab), dtype=np.float32)
-        if self.n_tokens + n > self.n_ctx:
-            raise UserError(f"context full: {self.n_tokens} + {n} tokens exceed n_ctx "
-                            f"{self.n_ctx}; raise n_ctx or shorten the input")
-        want = [n - 1] if rows is None else sorted(rows)
+        want = wanted_rows(self, n, rows)
         out: list[np.ndarray] = []
         for start in range(0, n, self.n_batch):
             chunk = [int(t) for t in tokens[start:start + self.n_batch]]
