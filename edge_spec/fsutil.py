@@ -57,6 +57,20 @@ def write_text(dest: str | os.PathLike[str], text: str, newline: str | None = ""
         fh.write(text)
 
 
+def temp_dir(parent: str | os.PathLike[str], prefix: str) -> Path:
+    """A new folder in `parent` to build an output in before renaming it into place.
+
+    mkdtemp makes it 0700; the output it becomes gets the usual permissions (0777 less umask).
+    """
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    path.chmod(0o777 & ~umask)
+    return path
+
+
 def _sigterm_to_exit(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from edge_spec.errors import UserError, require
+from edge_spec.fsutil import temp_dir
 
 
 def load_gguf_model(path: str | os.PathLike[str], dtype: str = "float32"):  # noqa: ANN201
@@ -49,7 +49,7 @@ def gguf_to_hf(src: str | os.PathLike[str], out: str | os.PathLike[str],
         raise UserError(f"{out} already exists: remove it or choose another --out")
     model, tok = load_gguf_model(src, dtype)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp = temp_dir(out.parent, f".{out.name}.")
     try:
         model.save_pretrained(str(tmp), safe_serialization=True)
         tok.save_pretrained(str(tmp))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -121,7 +120,7 @@ def check_options(opts: ExportOptions) -> ExportOptions:
 def export(source: str, out: str | os.PathLike[str], opts: ExportOptions | None = None,
            progress: bool = True) -> ExportResult:
     """Run every stage into `OUT.partial-XXXX` and rename it to `out` when all succeeded."""
-    from edge_spec.fsutil import install_sigterm_handler
+    from edge_spec.fsutil import install_sigterm_handler, temp_dir
 
     opts = check_options(opts or ExportOptions())
     out = Path(out).expanduser()
@@ -129,7 +128,7 @@ def export(source: str, out: str | os.PathLike[str], opts: ExportOptions | None 
         raise UserError(f"{out} already exists: remove it or choose another --out")
     out.parent.mkdir(parents=True, exist_ok=True)
     restore = install_sigterm_handler()  # SIGTERM unwinds through the cleanup below
-    tmp = Path(tempfile.mkdtemp(prefix=f"{out.name}.partial-", dir=out.parent))
+    tmp = temp_dir(out.parent, f"{out.name}.partial-")
     run: _Run | None = None
     try:
         run = _Run(opts, tmp, make_reporter(progress))
