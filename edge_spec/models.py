@@ -182,6 +182,8 @@ def resolve(
         raise UserError(f"{text} is a directory: pass the model file (.gguf) inside it")
     if path.is_file():
         return path
+    if path.exists():  # a FIFO, socket or device: reading it could block or never end
+        raise UserError(f"{text} is not a regular file: pass a model file (.gguf)")
     entry = lookup(text, catalogue)
     if entry is not None:
         if pull_missing:
