@@ -57,6 +57,17 @@ def write_text(dest: str | os.PathLike[str], text: str, newline: str | None = ""
         fh.write(text)
 
 
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """SHA-256 hex digest of a file, read in 1 MiB chunks."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def temp_dir(parent: str | os.PathLike[str], prefix: str) -> Path:
     """A new folder in `parent` to build an output in before renaming it into place.
 

@@ -34,6 +34,7 @@ from typing import Any
 from edge_spec import hub
 from edge_spec.errors import UserError
 from edge_spec.fsutil import atomic_path, write_text
+from edge_spec.fsutil import sha256_file as _hash_file
 from edge_spec.hub import parse_hf  # noqa: F401 - part of this module's API
 
 CHUNK = 1 << 20
@@ -220,14 +221,6 @@ def _is_present(entry: ModelEntry, dest: Path, verify: bool) -> bool:
         return False
     write_text(side, f"{entry.sha256}  {dest.name}\n")
     return True
-
-
-def _hash_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _assemble(entry: ModelEntry, dest: Path, progress: bool) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_spec.errors import UserError
+from edge_spec.fsutil import sha256_file
 
 MANIFEST = "edge-spec.toml"
 FORMAT_VERSION = 1
@@ -79,14 +80,6 @@ class Manifest:
     created_by: str = ""
     checks: tuple[CheckResult, ...] = ()
     format_version: int = FORMAT_VERSION
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def file_entry(root: Path, rel: str, role: str, fmt: str, quant: str = "",

@@ -3,22 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-
-@dataclass
-class Divergence:
-    position: int
-    plain_token: int
-    spec_token: int
-    top2_gap: float
-    noise: float
-
-    @property
-    def near_tie(self) -> bool:
-        return self.top2_gap <= self.noise
+from edge_spec.neartie import Divergence, first_difference
 
 
 def batch_noise(rt, prompt: Sequence[int], out: Sequence[int], windows=(8, 32, 64)) -> float:  # noqa: ANN001
@@ -42,11 +30,9 @@ def batch_noise(rt, prompt: Sequence[int], out: Sequence[int], windows=(8, 32, 6
 def first_divergence(rt, prompt: Sequence[int], plain: Sequence[int],  # noqa: ANN001
                      spec: Sequence[int], noise: float) -> Divergence | None:
     """Where spec and plain first differ, with the target's top-2 gap there (one-token eval)."""
-    i = next((j for j, (a, b) in enumerate(zip(plain, spec, strict=False)) if a != b), None)
+    i = first_difference(plain, spec)
     if i is None:
-        if len(plain) == len(spec):
-            return None
-        i = min(len(plain), len(spec))
+        return None
     seq = list(prompt) + list(plain[:i])
     rt.truncate(0)
     row = rt.eval(seq)[0]
