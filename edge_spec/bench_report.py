@@ -38,7 +38,9 @@ def summary_md(summary: dict[str, Any], meta: dict[str, Any], records: list[dict
         f"- date: {meta['date']}", "",
         "Speedup = median over tasks of (mode decode tok/s) / (plain decode tok/s) in the same "
         "repeat (hf-* modes: over hf-plain, the transformers peer's own baseline). Decode "
-        "excludes prefill; prefill is reported separately. '= plain' counts outputs identical "
+        "excludes prefill (reported separately): tokens per second of target work after the "
+        "prompt, so the peers, whose prompt eval yields the first token, count the tokens after "
+        "it. '= plain' counts outputs identical "
         "to plain; '+ n tie' counts those that differ at a proven numeric near-tie (top-2 gap "
         "at the first differing token <= the batch-vs-single logit noise there).", "",
         "| mode | ok/runs | decode tok/s | speedup | worst task | tok/forward | acceptance "

@@ -12,12 +12,13 @@ anything else, or every file with `verify=True`, is re-hashed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from edge_spec.export.bundle_cache import HashCache
 
 from edge_spec.errors import UserError
 from edge_spec.fsutil import sha256_file
@@ -253,7 +254,7 @@ def load_bundle(folder: str | os.PathLike[str], verify: bool = False) -> Bundle:
         raise UserError(f"cannot read {path}: {exc}") from None
     m = parse_manifest(text, path)
     _check_layout(root, m, path)
-    cache = _Cache(root)
+    cache = HashCache(root)
     for f in m.files:
         _verify_file(root, f, cache, verify)
     cache.save()
@@ -293,7 +294,7 @@ def _check_layout(root: Path, m: Manifest, where: Path) -> None:
         raise UserError(f"{where}: the bundle lists no target model")
 
 
-def _verify_file(root: Path, f: BundleFile, cache: _Cache, full: bool) -> None:
+def _verify_file(root: Path, f: BundleFile, cache: HashCache, full: bool) -> None:
     path = root / f.path
     if path.is_symlink() or not path.is_file():
         raise UserError(f"bundle {root}: {f.path} is missing or not a regular file; re-export "
@@ -309,42 +310,6 @@ def _verify_file(root: Path, f: BundleFile, cache: _Cache, full: bool) -> None:
         raise UserError(f"bundle {root}: {f.path} does not match its SHA-256 in {MANIFEST}: "
                         "the file was changed or corrupted; re-export the bundle")
     cache.put(f.path, key)
-
-
-class _Cache:
-    """Verified (size, mtime, ctime, inode, sha256) per bundle file; ctime cannot be set back."""
-
-    def __init__(self, root: Path) -> None:
-        from edge_spec.models import store_root
-
-        real = str(root.resolve())
-        name = hashlib.sha256(real.encode("utf-8", "surrogatepass")).hexdigest()[:24]
-        self.path = store_root() / "bundle-cache" / f"{name}.json"
-        self.dirty = False
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            self.data = data["files"] if data.get("root") == real else {}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            self.data = {}
-        self.root = real
-
-    def get(self, rel: str) -> Any:
-        return self.data.get(rel) if isinstance(self.data, dict) else None
-
-    def put(self, rel: str, key: list[Any]) -> None:
-        if not isinstance(self.data, dict):
-            self.data = {}
-        self.data[rel] = key
-        self.dirty = True
-
-    def save(self) -> None:
-        from edge_spec.fsutil import write_text
-
-        if self.dirty:  # a read-only cache only costs a re-hash next time
-            try:
-                write_text(self.path, json.dumps({"root": self.root, "files": self.data}))
-            except OSError:
-                pass
 
 
 def bundle_models(folder: str | os.PathLike[str], runtime: str | None = None,

@@ -102,6 +102,23 @@ def test_full_verify_rehashes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert len(hashed) == 2
 
 
+def test_cache_of_a_deleted_bundle_is_pruned(tmp_path: Path) -> None:
+    import shutil
+
+    from edge_spec.export.bundle_cache import cache_dir
+
+    gone, kept = tmp_path / "gone", tmp_path / "kept"
+    make_bundle(gone)
+    load_bundle(gone)
+    (cache_dir() / "junk.json").write_text("{not json")
+    assert len(list(cache_dir().glob("*.json"))) == 2
+    shutil.rmtree(gone)
+    make_bundle(kept)
+    load_bundle(kept)  # writing this bundle's entry prunes the others
+    caches = list(cache_dir().glob("*.json"))
+    assert len(caches) == 1 and str(kept.resolve()) in caches[0].read_text()
+
+
 def test_truncated_and_missing_files(tmp_path: Path) -> None:
     root = tmp_path / "b"
     make_bundle(root)
