@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -91,7 +91,32 @@ def wanted_rows(rt: Runtime, n: int, rows: Sequence[int] | None) -> list[int]:
 
         raise UserError(f"context full: {rt.n_tokens} + {n} tokens exceed n_ctx "
                         f"{rt.n_ctx}; raise n_ctx or shorten the input")
-    return [n - 1] if rows is None else sorted(rows)
+    want = [n - 1] if rows is None else sorted(rows)
+    if want and not 0 <= want[0] <= want[-1] < n:
+        raise ValueError(f"rows {want[0]}..{want[-1]} outside 0..{n - 1}")
+    return want
+
+
+# forward(chunk, rows in the chunk, is the last chunk) -> logits of those rows (None if none):
+# the one thing a backend does differently; the last chunk's logits may stay a view.
+Forward = Callable[[list[int], list[int], bool], "np.ndarray | None"]
+
+
+def chunked_eval(rt: Runtime, tokens: Sequence[int], rows: Sequence[int] | None,
+                 forward: Forward) -> np.ndarray:
+    """`Runtime.eval` for any backend: check, split into n_batch chunks, gather the rows asked."""
+    n = len(tokens)
+    want = wanted_rows(rt, n, rows) if n else []
+    out: list[np.ndarray] = []
+    for start in range(0, n, rt.n_batch):
+        chunk = [int(t) for t in tokens[start:start + rt.n_batch]]
+        local = [r - start for r in want if start <= r < start + len(chunk)]
+        logits = forward(chunk, local, start + rt.n_batch >= n)
+        if local and logits is not None:
+            out.append(logits)
+    if not out:
+        return np.zeros((0, rt.n_vocab), dtype=np.float32)
+    return out[0] if len(out) == 1 else np.concatenate(out)
 
 
 def fingerprint(token_text: Sequence[str], bos: int | None, eos: int | None) -> str:

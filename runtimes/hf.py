@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 from edge_spec.runtimes import hf_vocab
-from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, fingerprint, wanted_rows
+from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, chunked_eval, fingerprint
 from edge_spec.runtimes.hf_exact import make_batch_invariant
 
 from edge_spec.errors import UserError, require
@@ -151,22 +151,7 @@ class TorchRuntime:
         return tpl if isinstance(tpl, str) and tpl else None
 
     def eval(self, tokens: Sequence[int], rows: Sequence[int] | None = None) -> np.ndarray:
-        n = len(tokens)
-        if n == 0:
-            return np.zeros((0, self.n_vocab), dtype=np.float32)
-        want = wanted_rows(self, n, rows)
-        if want and not 0 <= want[0] <= want[-1] < n:
-            raise ValueError(f"rows {want} outside 0..{n - 1}")
-        out = []
-        for start in range(0, n, self.n_batch):
-            chunk = list(tokens[start:start + self.n_batch])
-            local = [r - start for r in want if start <= r < start + len(chunk)]
-            logits = self._forward(chunk, local)
-            if logits is not None:
-                out.append(logits)
-        if not out:
-            return np.zeros((0, self.n_vocab), dtype=np.float32)
-        return out[0] if len(out) == 1 else np.concatenate(out)
+        return chunked_eval(self, tokens, rows, lambda chunk, rows, _last: self._forward(chunk, rows))
 
     def _forward(self, chunk: list[int], rows: list[int]) -> np.ndarray | None:
         torch = self._torch

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, fingerprint, wanted_rows
+from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, chunked_eval, fingerprint
 
 from edge_spec.errors import UserError, require
 
@@ -102,23 +102,16 @@ class LlamaCppRuntime:
         return self._llm.metadata.get("tokenizer.chat_template")
 
     def eval(self, tokens: Sequence[int], rows: Sequence[int] | None = None) -> np.ndarray:
-        n = len(tokens)
-        if n == 0:
-            return np.zeros((0, self.n_vocab), dtype=np.float32)
-        want = wanted_rows(self, n, rows)
-        out: list[np.ndarray] = []
-        for start in range(0, n, self.n_batch):
-            chunk = tokens[start:start + self.n_batch]
-            local = [r - start for r in want if start <= r < start + len(chunk)]
-            self._decode(chunk, local)
-            if local:
-                ptr = self._lib.llama_get_logits(self._ctx)
-                view = np.ctypeslib.as_array(ptr, shape=(len(local), self.n_vocab))
-                # A later chunk overwrites the buffer, so only the last chunk may stay a view.
-                out.append(view if start + self.n_batch >= n else view.copy())
-        if not out:
-            return np.zeros((0, self.n_vocab), dtype=np.float32)
-        return out[0] if len(out) == 1 else np.concatenate(out)
+        return chunked_eval(self, tokens, rows, self._step)
+
+    def _step(self, chunk: list[int], rows: list[int], last: bool) -> np.ndarray | None:
+        self._decode(chunk, rows)
+        if not rows:
+            return None
+        ptr = self._lib.llama_get_logits(self._ctx)
+        view = np.ctypeslib.as_array(ptr, shape=(len(rows), self.n_vocab))
+        # A later chunk overwrites the buffer, so only the last chunk may stay a view.
+        return view if last else view.copy()
 
     def _decode(self, chunk: Sequence[int], logit_rows: Sequence[int]) -> None:
         b = self._batch

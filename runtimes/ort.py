@@ -26,7 +26,7 @@ import os
 from collections.abc import Sequence
 
 import numpy as np
-from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, wanted_rows
+from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, chunked_eval
 from edge_spec.runtimes.ort_session import GenaiDecoder, ModelInfo, SessionDecoder
 from edge_spec.runtimes.tokjson import JsonTokenizer
 
@@ -81,21 +81,12 @@ class OrtRuntime:
         return self._tokens
 
     def eval(self, tokens: Sequence[int], rows: Sequence[int] | None = None) -> np.ndarray:
-        n = len(tokens)
-        if n == 0:
-            return np.zeros((0, self.n_vocab), dtype=np.float32)
-        want = wanted_rows(self, n, rows)
-        out: list[np.ndarray] = []
-        for start in range(0, n, self.n_batch):
-            chunk = [int(t) for t in tokens[start:start + self.n_batch]]
-            local = [r - start for r in want if start <= r < start + len(chunk)]
-            logits = self._dec.forward(chunk, self.n_tokens, bool(local))
-            self._tokens.extend(chunk)
-            if local:
-                out.append(_take(logits, local, last=start + self.n_batch >= n))
-        if not out:
-            return np.zeros((0, self.n_vocab), dtype=np.float32)
-        return out[0] if len(out) == 1 else np.concatenate(out)
+        return chunked_eval(self, tokens, rows, self._step)
+
+    def _step(self, chunk: list[int], rows: list[int], last: bool) -> np.ndarray | None:
+        logits = self._dec.forward(chunk, self.n_tokens, bool(rows))
+        self._tokens.extend(chunk)
+        return _take(logits, rows, last) if rows else None
 
     def truncate(self, n: int) -> None:
         if n < 0 or n > self.n_tokens:

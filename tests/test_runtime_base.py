@@ -1,0 +1,48 @@
+"""The chunked eval shared by the real backends: chunking, rows per chunk, views, checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from edge_spec.runtimes.base import chunked_eval
+
+from edge_spec.errors import UserError
+
+
+class Rows:
+    """Just enough of a Runtime: logits row = [absolute position, token]."""
+
+    n_vocab, n_ctx, n_batch = 2, 16, 3
+
+    def __init__(self) -> None:
+        self.n_tokens = 0
+        self.calls: list[tuple[list[int], list[int], bool]] = []
+
+    def forward(self, chunk: list[int], rows: list[int], last: bool) -> np.ndarray | None:
+        self.calls.append((chunk, rows, last))
+        out = np.array([[self.n_tokens + r, chunk[r]] for r in rows], dtype=np.float32)
+        self.n_tokens += len(chunk)
+        return out if rows else None
+
+
+def test_rows_across_chunks() -> None:
+    rt = Rows()
+    got = chunked_eval(rt, range(10, 17), [6, 0, 4], rt.forward)  # type: ignore[arg-type]
+    assert got.tolist() == [[0, 10], [4, 14], [6, 16]]
+    assert rt.calls == [([10, 11, 12], [0], False), ([13, 14, 15], [1], False), ([16], [0], True)]
+
+
+def test_default_row_is_the_last_and_empty_input() -> None:
+    rt = Rows()
+    assert chunked_eval(rt, [5, 6, 7, 8], None, rt.forward).tolist() == [[3, 8]]  # type: ignore[arg-type]
+    assert chunked_eval(rt, [], [], rt.forward).shape == (0, 2)  # type: ignore[arg-type]
+    assert chunked_eval(rt, [1, 2], [], rt.forward).shape == (0, 2)  # type: ignore[arg-type]
+
+
+def test_bad_rows_and_full_context() -> None:
+    rt = Rows()
+    with pytest.raises(ValueError, match="outside 0..2"):
+        chunked_eval(rt, [1, 2, 3], [3], rt.forward)  # type: ignore[arg-type]
+    assert rt.calls == []  # checked before any work
+    with pytest.raises(UserError, match="context full"):
+        chunked_eval(rt, list(range(17)), [], rt.forward)  # type: ignore[arg-type]
