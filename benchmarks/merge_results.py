@@ -13,7 +13,8 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from edge_spec.bench import machine, summarize
+from edge_spec.apply import lazy_lines
+from edge_spec.bench import load_tasks, machine, summarize
 from edge_spec.bench_report import write_results
 
 
@@ -24,6 +25,8 @@ def main() -> None:
     ap.add_argument("--tasks", required=True, help="what the merged tasks are, for the header")
     ap.add_argument("--note", default="", help="how the runs were made (commands, threads)")
     ap.add_argument("--template", default="from the model")
+    ap.add_argument("--task-file", type=Path,
+                    help="the tasks' JSONL: fills `lazy` in records made before it existed")
     ap.add_argument("--model", default="qwen2.5-coder-1.5b-instruct-q4_k_m")
     ap.add_argument("--drafter", default="qwen2.5-coder-0.5b-instruct")
     args = ap.parse_args()
@@ -31,6 +34,11 @@ def main() -> None:
     for run in args.runs:
         path = run / "results.json" if run.is_dir() else run
         records += json.loads(path.read_text(encoding="utf-8"))
+    if args.task_file:
+        originals = {t["id"]: t.get("original") for t in load_tasks(str(args.task_file))}
+        for r in records:
+            if r.get("lazy") is None and r.get("text") is not None and originals.get(r["task_id"]):
+                r["lazy"] = len(lazy_lines(r["text"], originals[r["task_id"]]))
     ids = [(r["task_id"], r["mode"], r["repeat"]) for r in records]
     if len(set(ids)) != len(ids):
         raise SystemExit("error: the runs overlap (a task, mode and repeat appears twice)")

@@ -71,6 +71,10 @@ class ApplyResult:
     stats: Stats
     template: str
     extra: dict[str, Any] = field(default_factory=dict)
+    # 1-based lines of the model's answer that are edit markers the original does not have:
+    # the model left code out ("lazy" output). `fallback` says what replaced its text, if anything.
+    lazy_lines: list[int] = field(default_factory=list)
+    fallback: str | None = None
 
 
 def pick_template(metadata: dict[str, str], override: str | None = None) -> Template:
@@ -245,12 +249,50 @@ def clean_output(raw: str, original: str, prefix: str = "", stop: tuple[str, ...
     return text
 
 
+def lazy_lines(text: str, original: str) -> list[int]:
+    """1-based lines of `text` that are `... existing code ...` markers not in `original`.
+
+    >>> lazy_lines("a\\n# ... existing code ...\\nb\\n", "a\\nx\\nb\\n")
+    [2]
+    """
+    have = {ln.strip() for ln in original.splitlines() if MARKER.match(ln)}
+    return [i for i, ln in enumerate(text.splitlines(), 1)
+            if MARKER.match(ln) and ln.strip() not in have]
+
+
+LAZY_POLICIES = ("keep", "naive", "error")
+
+
+def _lazy_policy(res: ApplyResult, policy: str, original: str, update: str) -> ApplyResult:
+    """Apply `policy` to an answer with elided code: keep it, use the naive merge, or refuse."""
+    res.lazy_lines = lazy_lines(res.text, original)
+    if not res.lazy_lines or policy == "keep" or res.stats.finish_reason == "cancelled":
+        return res
+    where = ", ".join(map(str, res.lazy_lines[:8])) + (" ..." if len(res.lazy_lines) > 8 else "")
+    if policy == "error":
+        raise UserError(f"the model left {len(res.lazy_lines)} '... existing code ...' marker(s) "
+                        f"in the merged file (line {where}), so code would be lost; use a model "
+                        "trained for apply, or accept the naive merge (on_lazy='naive')")
+    text = naive_merge(original.replace("\r\n", "\n"), update.replace("\r\n", "\n"))
+    if "\r\n" in original:
+        text = text.replace("\n", "\r\n")
+    res.text, res.fallback = text, "naive"
+    return res
+
+
 def apply(engine: Engine, original: str, update: str, instruction: str | None = None, *,
           template: str | None = None, lang: str = "", max_tokens: int | None = None,
           sampling: SamplingConfig | None = None, draft: str | None = None,
           fixed_k: int | None = None, on_delta: Callable[[str], None] | None = None,
-          cancel: Any = None) -> ApplyResult:
-    """Merge `update` into `original` with the engine's model; lossless speculative decoding."""
+          cancel: Any = None, on_lazy: str = "keep") -> ApplyResult:
+    """Merge `update` into `original` with the engine's model; lossless speculative decoding.
+
+    An answer that still holds `... existing code ...` markers lists them in `lazy_lines`;
+    `on_lazy` then keeps it ("keep"), returns the naive merge instead ("naive") or raises
+    ("error"). Streamed deltas are always the model's own text.
+    """
+    if on_lazy not in LAZY_POLICIES:
+        raise UserError(f"unknown on_lazy {on_lazy!r}: use one of {', '.join(LAZY_POLICIES)}")
     crlf = "\r\n" in original
     original_lf, update_lf = original.replace("\r\n", "\n"), update.replace("\r\n", "\n")
     tpl = pick_template(getattr(engine.target, "metadata", {}) or {}, template)
@@ -268,5 +310,6 @@ def apply(engine: Engine, original: str, update: str, instruction: str | None = 
         on_delta = lambda d: user_cb(d.replace("\n", "\r\n"))  # noqa: E731
     res = engine.run_tokens(tokens, gen, refs, draft, on_delta, cancel)
     text = clean_output(res.text, original, prefix, stop, res.stats.finish_reason == "stop")
-    return ApplyResult(text=text, raw=res.text, stats=res.stats, template=tpl.name,
-                       extra={"tokens": res.tokens, "prompt": tokens})
+    out = ApplyResult(text=text, raw=res.text, stats=res.stats, template=tpl.name,
+                      extra={"tokens": res.tokens, "prompt": tokens})
+    return _lazy_policy(out, on_lazy, original, update)

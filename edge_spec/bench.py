@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_spec.apply import build_messages, clean_output, pick_template
+from edge_spec.apply import build_messages, clean_output, lazy_lines, pick_template
 from edge_spec.errors import UserError
 from edge_spec.metrics import line_similarity, ws_equal
 
@@ -246,6 +246,9 @@ def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: i
                 rec["match_expected_ws"] = None if text is None or exp is None else ws_equal(text, exp)
                 rec["line_similarity"] = (None if text is None or exp is None
                                           else round(line_similarity(text, exp), 4))
+                # Answers that left '... existing code ...' markers in (code left out).
+                rec["lazy"] = (None if text is None or "original" not in task
+                               else len(lazy_lines(text, task["original"])))
                 rec.setdefault("error", None)
                 for f in RESULT_FIELDS:
                     rec.setdefault(f, None)
@@ -322,6 +325,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "match_expected": sum(bool(r["match_expected"]) for r in ok),
             "match_expected_ws": sum(bool(r.get("match_expected_ws")) for r in ok),
             "line_similarity": med([r.get("line_similarity") for r in ok]),
+            "lazy": sum(bool(r.get("lazy")) for r in ok),
             "n_ok": len(ok), "baseline": baseline_of(mode),
         }
     return out

@@ -54,6 +54,11 @@ def summary_md(summary: dict[str, Any], meta: dict[str, Any], records: list[dict
             f"{_fmt(s['acceptance'], True)} | {_fmt(s['prefill_ms'])} | "
             f"{s['match_plain']}/{s['n_ok']}{_ties(s)} | {s['match_expected']}/{s['n_ok']} | "
             f"{s['match_expected_ws']}/{s['n_ok']} | {_fmt(s['line_similarity'])} |")
+    lazy = {m: s["lazy"] for m, s in summary.items() if s.get("lazy")}
+    if lazy:
+        lines += ["", "Lazy answers (the output kept `... existing code ...` markers, so code was "
+                  "left out): " + ", ".join(f"{m} {n}/{summary[m]['n_ok']}" for m, n in lazy.items())
+                  + "."]
     errors = [r for r in records if r.get("error")]
     if errors:
         lines += ["", "## Errors", ""]

@@ -26,6 +26,8 @@ def summary_line(d: dict[str, Any]) -> str:
 def result_dict(res: Any, engine: Any, text: str) -> dict[str, Any]:
     d = res.stats.to_dict()
     d.update(text=text, model=engine.model_name, drafter=engine.drafter_name)
+    if hasattr(res, "lazy_lines"):
+        d.update(lazy_lines=res.lazy_lines, fallback=res.fallback)
     return d
 
 
@@ -36,6 +38,11 @@ def result_dict(res: Any, engine: Any, text: str) -> dict[str, Any]:
 @click.option("--instruction", help="Code apply: what the edit does.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the merged file here (atomic).")
 @click.option("--template", help="Apply prompt template: instruct, fastapply, aixapply.")
+@click.option("--on-lazy", type=click.Choice(["naive", "keep", "error"]), default="naive",
+              show_default=True,
+              help="Code apply: when the model's answer still holds '... existing code ...' "
+                   "markers (code left out): write the naive merge instead, keep the answer, or "
+                   "fail. A streamed answer is already out: it gets a warning and exit code 3.")
 @click.option("--lang", default="", help="Language tag for the code fence (default: from the file name).")
 @click.option("--model", default=None, help="Target model: catalogue name, .gguf path or hf:ORG/REPO/FILE.")
 @click.option("--drafter", default=None, help="Drafter model (same tokenizer as the target).")
@@ -95,12 +102,14 @@ def run(**o: Any) -> None:
     cb = on_delta if streaming else None
     if applying:
         lang = o["lang"] or _lang(o["original"])
+        policy = "keep" if streaming else o["on_lazy"]
         res = engine.apply(original, update, o["instruction"], template=o["template"], lang=lang,
                            max_tokens=o["max_tokens"], sampling=sampling, fixed_k=o["fixed_k"],
-                           on_delta=cb)
+                           on_delta=cb, on_lazy=policy)
         text = res.text
         if streaming and not res.raw.endswith("\n") and text.endswith("\n"):
             sys.stdout.write("\n")
+        lazy_exit = _lazy_warning(res, streaming, o["on_lazy"])
     else:
         res = engine.generate(o["prompt"], max_tokens=o["max_tokens"] or 512, stop=o["stop"],
                               sampling=sampling, references=refs, chat=not o["no_chat"],
@@ -108,6 +117,7 @@ def run(**o: Any) -> None:
         text = res.text
         if streaming:
             sys.stdout.write("\n")
+        lazy_exit = 0
     sys.stdout.flush()
     d = result_dict(res, engine, text)
     if o["out"]:
@@ -120,6 +130,26 @@ def run(**o: Any) -> None:
         emit_json(d)
     elif not o["quiet"]:
         click.echo(summary_line(d), err=True)
+    if lazy_exit:
+        sys.exit(lazy_exit)
+
+
+def _lazy_warning(res: Any, streaming: bool, policy: str) -> int:
+    """Warn on stderr about code the model left out; the exit code (3 when it reached stdout)."""
+    if not res.lazy_lines:
+        return 0
+    n, first = len(res.lazy_lines), res.lazy_lines[0]
+    what = f"the model left {n} '... existing code ...' marker(s) in its answer (first: line {first})"
+    if res.fallback == "naive":
+        click.echo(f"warning: {what}; wrote the naive merge of the snippet instead "
+                   "(--on-lazy keep writes the answer as is)", err=True)
+        return 0
+    if streaming and policy != "keep":
+        click.echo(f"warning: {what}: the file printed above is incomplete; use --out FILE or "
+                   "--json to get the naive merge instead", err=True)
+        return 3
+    click.echo(f"warning: {what}: the merged file is incomplete", err=True)
+    return 0
 
 
 def _lang(path: str) -> str:

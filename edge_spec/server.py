@@ -280,7 +280,8 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> FastAPI:
             res = eng.apply(req.original, req.update, req.instruction, template=req.template,
                             lang=req.lang, max_tokens=req.max_tokens, sampling=sampling,
                             on_delta=ex.on_delta if req.stream else None, cancel=ex.cancel)
-            return Outcome(res.text, res.stats, res.stats.finish_reason)
+            return Outcome(res.text, res.stats, res.stats.finish_reason,
+                           lazy_lines=res.lazy_lines)
 
         ex, first = await start(request, job, req.stream)
         if first is None:
@@ -288,7 +289,10 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> FastAPI:
         head = base("apply", "apply")
 
         def result(out: Outcome) -> dict[str, Any]:
+            # lazy_lines: lines of `merged` where the model left a '... existing code ...'
+            # marker instead of the code (the client decides: retry, naive merge, or show it).
             return {**head, "merged": out.text, "finish_reason": FINISH[out.finish_reason],
+                    "lazy_lines": out.lazy_lines,
                     "usage": usage_of(out.stats, queue_ms=out.queue_ms, details=False)}
 
         if not req.stream:

@@ -12,7 +12,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from edge_spec.errors import UserError, require
@@ -272,6 +272,7 @@ class Outcome:
     accepted: int = 0
     rejected: int = 0
     queue_ms: float = 0.0
+    lazy_lines: list[int] = field(default_factory=list)
 
 
 def sse_error(exc: BaseException) -> str:

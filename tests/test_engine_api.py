@@ -60,3 +60,61 @@ def test_generate_and_stream_generate() -> None:
     res = eng.generate("def f1(x):\n", chat=False, max_tokens=40, references=[ORIG])
     stream = eng.stream_generate("def f1(x):\n", chat=False, max_tokens=40, references=[ORIG])
     assert "".join(stream) == res.text and stream.result.tokens == res.tokens
+
+
+LAZY = ("def f0(x):\n    return x * 0  # ✓ 漢字\n\n# ... existing code (f1, f2) ...\n"
+        "def f3(x):\n    return x * 333  # ✓ 漢字\n// ... rest of the file unchanged\n")
+
+
+def lazy_engine() -> Engine:
+    rt = FakeRuntime(follow="```\n" + LAZY + "```\n", n_ctx=16384)
+    return Engine(rt, None, EngineConfig(draft="reference"))
+
+
+def test_lazy_answer_is_flagged_and_policies_apply() -> None:
+    import pytest
+
+    from edge_spec.errors import UserError
+
+    eng = lazy_engine()
+    kept = eng.apply(ORIG, UPD)
+    assert kept.lazy_lines == [4, 7] and kept.fallback is None
+    assert "existing code" in kept.text and "rest of the file" in kept.text
+    naive = eng.apply(ORIG, UPD, on_lazy="naive")
+    assert naive.fallback == "naive" and naive.text == MERGED and naive.lazy_lines == [4, 7]
+    crlf = eng.apply(ORIG.replace("\n", "\r\n"), UPD, on_lazy="naive")
+    assert crlf.text == MERGED.replace("\n", "\r\n")
+    with pytest.raises(UserError, match=r"left 2 '... existing code ...' marker\(s\).*line 4, 7"):
+        eng.apply(ORIG, UPD, on_lazy="error")
+    with pytest.raises(UserError, match="unknown on_lazy"):
+        eng.apply(ORIG, UPD, on_lazy="maybe")
+    # An answer that copies a marker the original itself has is not lazy.
+    assert engine().apply(ORIG, UPD).lazy_lines == []
+    stream = eng.stream_apply(ORIG, UPD)
+    assert "".join(stream) == stream.result.raw and stream.result.lazy_lines == [4, 7]
+
+
+def test_cli_lazy_policies(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    import json
+
+    from click.testing import CliRunner
+
+    from edge_spec.cli import main
+
+    monkeypatch.setattr("edge_spec.engine.build_engine", lambda *a, **k: lazy_engine())
+    (tmp_path / "o.txt").write_text(ORIG, encoding="utf-8")
+    (tmp_path / "u.txt").write_text(UPD, encoding="utf-8")
+    args = ["run", "--original", str(tmp_path / "o.txt"), "--update", str(tmp_path / "u.txt")]
+    out = tmp_path / "m.py"
+    res = CliRunner().invoke(main, [*args, "--out", str(out)])
+    assert res.exit_code == 0 and out.read_text(encoding="utf-8") == MERGED
+    assert "wrote the naive merge" in res.stderr
+    res = CliRunner().invoke(main, [*args, "--json", "--on-lazy", "keep"])
+    d = json.loads(res.stdout)
+    assert res.exit_code == 0 and d["lazy_lines"] == [4, 7] and d["fallback"] is None
+    res = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "e.py"), "--on-lazy", "error"])
+    assert res.exit_code == 2 and not (tmp_path / "e.py").exists()
+    assert res.stderr.count("\n") == 1 and "code would be lost" in res.stderr
+    res = CliRunner().invoke(main, args)  # streamed: already on stdout, so exit 3 and a warning
+    assert res.exit_code == 3 and "existing code" in res.stdout
+    assert "the file printed above is incomplete" in res.stderr
