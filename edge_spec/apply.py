@@ -263,8 +263,9 @@ def lazy_lines(text: str, original: str) -> list[int]:
 LAZY_POLICIES = ("keep", "naive", "error")
 
 
-def _lazy_policy(res: ApplyResult, policy: str, original: str, update: str) -> ApplyResult:
-    """Apply `policy` to an answer with elided code: keep it, use the naive merge, or refuse."""
+def _lazy_policy(res: ApplyResult, policy: str, original: str, merged: str) -> ApplyResult:
+    """Apply `policy` to an answer with elided code: keep it, use `merged` (the naive merge, LF
+    line ends), or refuse."""
     res.lazy_lines = lazy_lines(res.text, original)
     if not res.lazy_lines or policy == "keep" or res.stats.finish_reason == "cancelled":
         return res
@@ -273,10 +274,9 @@ def _lazy_policy(res: ApplyResult, policy: str, original: str, update: str) -> A
         raise UserError(f"the model left {len(res.lazy_lines)} '... existing code ...' marker(s) "
                         f"in the merged file (line {where}), so code would be lost; use a model "
                         "trained for apply, or accept the naive merge (on_lazy='naive')")
-    text = naive_merge(original.replace("\r\n", "\n"), update.replace("\r\n", "\n"))
-    if "\r\n" in original:
-        text = text.replace("\n", "\r\n")
-    res.text, res.fallback = text, "naive"
+    text = str(merged)  # the drafting reference is the naive merge already; drop its cuts
+    res.text = text.replace("\n", "\r\n") if "\r\n" in original else text
+    res.fallback = "naive"
     return res
 
 
@@ -312,4 +312,4 @@ def apply(engine: Engine, original: str, update: str, instruction: str | None = 
     text = clean_output(res.text, original, prefix, stop, res.stats.finish_reason == "stop")
     out = ApplyResult(text=text, raw=res.text, stats=res.stats, template=tpl.name,
                       extra={"tokens": res.tokens, "prompt": tokens})
-    return _lazy_policy(out, on_lazy, original, update)
+    return _lazy_policy(out, on_lazy, original, merged)

@@ -30,7 +30,6 @@ FORMATS = ("gguf", "onnx", "tokenizer")
 RUNTIMES = ("llamacpp", "ort", "torch")
 # The file format each runtime opens (torch dequantizes a GGUF).
 RUNTIME_FORMAT = {"llamacpp": "gguf", "ort": "onnx", "torch": "gguf"}
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)

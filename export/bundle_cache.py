@@ -7,6 +7,7 @@ bundle folders that no longer exist are pruned whenever a cache is written.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -61,13 +62,12 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def prune(keep: Path | None = None) -> int:
-    """Delete cache files whose bundle folder is gone (or that are unreadable); returns how many."""
-    removed = 0
+def prune(keep: Path | None = None) -> None:
+    """Delete cache files whose bundle folder is gone (or that are unreadable)."""
     try:
         entries = list(cache_dir().glob("*.json"))
     except OSError:
-        return 0
+        return
     for path in entries:
         if path == keep:
             continue
@@ -75,9 +75,5 @@ def prune(keep: Path | None = None) -> int:
         root = data.get("root") if data else None
         if isinstance(root, str) and os.path.isdir(root):
             continue
-        try:
+        with contextlib.suppress(OSError):
             path.unlink()
-            removed += 1
-        except OSError:
-            pass
-    return removed

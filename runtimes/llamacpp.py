@@ -113,7 +113,7 @@ class LlamaCppRuntime:
         # A later chunk overwrites the buffer, so only the last chunk may stay a view.
         return view if last else view.copy()
 
-    def _decode(self, chunk: Sequence[int], logit_rows: Sequence[int]) -> None:
+    def _decode(self, chunk: list[int], logit_rows: Sequence[int]) -> None:
         b = self._batch
         n_past = self.n_tokens
         flags = set(logit_rows)
@@ -127,7 +127,7 @@ class LlamaCppRuntime:
         rc = self._lib.llama_decode(self._ctx, b)
         if rc != 0:
             raise RuntimeError(f"llama_decode failed with code {rc} at n_past={n_past}")
-        self._tokens.extend(int(t) for t in chunk)
+        self._tokens.extend(chunk)  # chunked_eval made them Python ints already
 
     def truncate(self, n: int) -> None:
         if n < 0 or n > self.n_tokens:
