@@ -1,5 +1,5 @@
 """`python -m edge_spec` runs the command line."""
 
-from edge_spec.cli import main
+from edge_spec.cli.main import main
 
 main()

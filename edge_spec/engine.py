@@ -1,7 +1,7 @@
-"""The embeddable API: an `Engine` owns a target, an optional drafter and a controller.
+"""The embeddable API: an `Engine` owns a target, an optional drafter model and a controller.
 
->>> eng = Engine("smollm2")
->>> eng.generate("Write a haiku about caches", max_tokens=32).text   # doctest: +SKIP
+>>> eng = Engine("smollm2")                                              # doctest: +SKIP
+>>> eng.generate("Write a haiku about caches", max_tokens=32).text       # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -9,80 +9,73 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-from edge_spec.adapt import Controller, ControllerConfig
-from edge_spec.chat import Message, chat_tokens, text_tokens
-from edge_spec.drafters.hybrid import HybridDrafter
+from edge_spec.apply.plan import ApplyResult, check_policy, plan_apply
+from edge_spec.config.profiles import Profile, find_profile, load_profile
+from edge_spec.config.settings import (
+    DEMO_DRAFTER,
+    DEMO_TARGET,
+    DRAFT_MODES,
+    EngineConfig,
+    SamplingSettings,
+)
+from edge_spec.core.chat import Message, chat_tokens, text_tokens
+from edge_spec.core.controller import Controller
+from edge_spec.core.loop import GenConfig, GenResult, generate
+from edge_spec.core.pairing import check_pair
+from edge_spec.core.types import Drafter, Reference
 from edge_spec.drafters.model import ModelDrafter
-from edge_spec.drafters.reference import ReferenceConfig, ReferenceDrafter
+from edge_spec.drafters.reference import ReferenceDrafter
 from edge_spec.errors import UserError
-from edge_spec.loop import GenConfig, GenResult, generate
-from edge_spec.pairing import check_pair
-from edge_spec.verify import SamplingConfig
+from edge_spec.export.bundle import load_bundle
+from edge_spec.runtimes import backend_name, open_runtime
+from edge_spec.runtimes.base import Runtime
+from edge_spec.store.models import resolve
 
-DEMO_TARGET = "qwen2.5-coder-1.5b-instruct-q4_k_m"
-DEMO_DRAFTER = "qwen2.5-coder-0.5b-instruct"
-DRAFT_MODES = ("hybrid", "reference", "model", "none")
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """How to load the models and which drafter to use."""
-
-    n_ctx: int = 8192
-    n_batch: int = 512
-    n_threads: int = 0
-    n_gpu_layers: int = 0
-    runtime: str = "llamacpp"
-    onnx_provider: str = "CPUExecutionProvider"
-    draft: str = "hybrid"
-    p_min: float = 0.6
-    max_reference_chars: int = 2_000_000
-    controller: ControllerConfig = field(default_factory=ControllerConfig)
-    reference: ReferenceConfig = field(default_factory=ReferenceConfig)
+ModelArg = str | os.PathLike[str] | Runtime
+Delta = Callable[[str], None]
 
 
-def load_runtime(model: str | os.PathLike[str], cfg: EngineConfig, n_ctx: int | None = None):  # noqa: ANN201
-    """Resolve a model name/path and open it with the backend `cfg.runtime` names.
+def load_runtime(model: str | os.PathLike[str], cfg: EngineConfig,
+                 n_ctx: int | None = None) -> Runtime:
+    """Resolve a model name/path and open it with the backend `cfg.runtime.backend` names.
 
     llama.cpp takes a GGUF file; ort takes an exported ONNX folder; torch takes a Hugging Face
     checkpoint folder (safetensors) or a GGUF file (dequantized by transformers).
     """
-    from edge_spec.models import resolve
-    from edge_spec.runtimes import RuntimeOptions, backend_name, open_runtime
-
-    kind = backend_name(cfg.runtime)
+    kind = backend_name(cfg.runtime.backend)
     local = Path(os.fspath(model)).expanduser()
     path = local if kind != "llamacpp" and local.is_dir() else resolve(model)
-    opts = RuntimeOptions(n_ctx=n_ctx or cfg.n_ctx, n_batch=cfg.n_batch, n_threads=cfg.n_threads,
-                          n_gpu_layers=cfg.n_gpu_layers, onnx_provider=cfg.onnx_provider)
+    opts = cfg.runtime if n_ctx is None else cfg.override(n_ctx=n_ctx).runtime
     return open_runtime(kind, path, opts)
+
+
+def _open(model: ModelArg, cfg: EngineConfig) -> Runtime:
+    return load_runtime(model, cfg) if isinstance(model, (str, os.PathLike)) else model
 
 
 class Engine:
     """A reusable generation engine; calls are serialized, the KV prefix carries over."""
 
-    def __init__(self, model: str | os.PathLike[str] | object = DEMO_TARGET,
-                 drafter: str | os.PathLike[str] | object | None = None,
-                 config: EngineConfig | None = None, profile: object | None = None) -> None:
+    def __init__(self, model: ModelArg = DEMO_TARGET, drafter: ModelArg | None = None,
+                 config: EngineConfig | None = None,
+                 profile: str | os.PathLike[str] | Profile | None = None) -> None:
         if profile is not None:  # a Profile, or a shipped profile name or .toml path
-            from edge_spec.profile import load_profile
-
-            prof = profile if hasattr(profile, "engine_config") else load_profile(profile)  # type: ignore[arg-type]
-            config = prof.engine_config(config)  # the profile's settings over `config`
+            config = load_profile(profile).engine_config(config)
         self.config = cfg = config or EngineConfig()
-        if cfg.draft not in DRAFT_MODES:
-            raise UserError(f"unknown draft mode {cfg.draft!r}: use one of {', '.join(DRAFT_MODES)}")
-        self.target = model if hasattr(model, "eval") else load_runtime(model, cfg)  # type: ignore[arg-type]
-        self.drafter_rt = None
-        if drafter is not None and cfg.draft in ("hybrid", "model"):
-            self.drafter_rt = drafter if hasattr(drafter, "eval") else load_runtime(drafter, cfg)  # type: ignore[arg-type]
+        if cfg.drafter.kind not in DRAFT_MODES:
+            raise UserError(f"unknown draft mode {cfg.drafter.kind!r}: use one of "
+                            f"{', '.join(DRAFT_MODES)}")
+        self.target = _open(model, cfg)
+        self.drafter_rt: Runtime | None = None
+        if drafter is not None and cfg.drafter.kind in ("hybrid", "model"):
+            self.drafter_rt = _open(drafter, cfg)
             check_pair(self.target.vocab, self.drafter_rt.vocab,
                        (self.target.name, self.drafter_rt.name))
-        if cfg.draft == "model" and self.drafter_rt is None:
+        if cfg.drafter.kind == "model" and self.drafter_rt is None:
             raise UserError("--draft model needs a drafter model: pass --drafter NAME|PATH")
         self.controller = Controller(cfg.controller)
         self._lock = threading.Lock()
@@ -95,18 +88,17 @@ class Engine:
     def drafter_name(self) -> str | None:
         return self.drafter_rt.name if self.drafter_rt is not None else None
 
-    def _drafter(self, sampling: SamplingConfig, draft: str | None):  # noqa: ANN202
-        mode = draft or self.config.draft
-        if mode == "none":
-            return None
-        ref = ReferenceDrafter(self.target, self.config.reference)
-        model = (ModelDrafter(self.drafter_rt, sampling, self.config.p_min)
-                 if self.drafter_rt is not None else None)
-        if mode == "reference" or (mode == "hybrid" and model is None):
-            return ref
-        if mode == "model":
-            return model
-        return HybridDrafter(ref, model)
+    def drafters(self, sampling: SamplingSettings, draft: str | None = None) -> list[Drafter]:
+        """The drafters a request runs, cheapest first: the controller arbitrates between them."""
+        mode = draft or self.config.drafter.kind
+        if mode not in DRAFT_MODES:
+            raise UserError(f"unknown draft mode {mode!r}: use one of {', '.join(DRAFT_MODES)}")
+        out: list[Drafter] = []
+        if mode in ("hybrid", "reference"):
+            out.append(ReferenceDrafter(self.target, self.config.reference))
+        if mode in ("hybrid", "model") and self.drafter_rt is not None:
+            out.append(ModelDrafter(self.drafter_rt, sampling, self.config.drafter.p_min))
+        return out
 
     def prompt_tokens(self, prompt: str | Sequence[Message], chat: bool = True) -> list[int]:
         """Tokens for a prompt: a string (chat-templated unless chat=False) or messages."""
@@ -116,48 +108,63 @@ class Engine:
             prompt = [{"role": "user", "content": prompt}]
         return chat_tokens(self.target, prompt)
 
-    def run_tokens(self, tokens: Sequence[int], gen: GenConfig, references: Sequence[str] = (),
-                   draft: str | None = None, on_delta=None,  # noqa: ANN001
+    def run_tokens(self, tokens: Sequence[int], gen: GenConfig,
+                   references: Sequence[str | Reference] = (), draft: str | None = None,
+                   on_delta: Delta | None = None,
                    cancel: threading.Event | None = None) -> GenResult:
         """Generate from prompt tokens; the lowest-level call every other one goes through."""
-        total = sum(len(r) for r in references)
-        if total > self.config.max_reference_chars:
-            raise UserError(f"references total {total} characters, over the cap of "
-                            f"{self.config.max_reference_chars}; pass smaller files")
+        refs = [Reference.of(r) for r in references]
+        total = sum(len(r.text) for r in refs)
+        cap = self.config.reference.max_reference_chars
+        if total > cap:
+            raise UserError(f"references total {total} characters, over the cap of {cap}; "
+                            "pass smaller files")
         if len(tokens) + 1 > self.target.n_ctx:
             raise UserError(f"prompt of {len(tokens)} tokens does not fit the context of "
                             f"{self.target.n_ctx}; shorten the input or raise --n-ctx")
         gen = GenConfig(min(gen.max_tokens, self.target.n_ctx - len(tokens)), gen.stop,
                         gen.sampling, gen.fixed_k)
         with self._lock:
-            drafter = self._drafter(gen.sampling, draft)
-            return generate(self.target, tokens, drafter, self.controller, gen, references,
-                            on_delta=on_delta, cancel=cancel)
+            return generate(self.target, tokens, self.drafters(gen.sampling, draft),
+                            self.controller, gen, refs, on_delta=on_delta, cancel=cancel)
 
     def generate(self, prompt: str | Sequence[Message], *, max_tokens: int = 512,
-                 stop: Sequence[str] = (), sampling: SamplingConfig | None = None,
-                 references: Sequence[str] = (), chat: bool = True, draft: str | None = None,
-                 fixed_k: int | None = None, on_delta=None,  # noqa: ANN001
+                 stop: Sequence[str] = (), sampling: SamplingSettings | None = None,
+                 references: Sequence[str | Reference] = (), chat: bool = True,
+                 draft: str | None = None, fixed_k: int | None = None,
+                 on_delta: Delta | None = None,
                  cancel: threading.Event | None = None) -> GenResult:
         """Generate a completion; `references` are texts the output is likely to copy."""
-        gen = GenConfig(max_tokens, tuple(stop), sampling or SamplingConfig(), fixed_k)
+        gen = GenConfig(max_tokens, tuple(stop), sampling or SamplingSettings(), fixed_k)
         return self.run_tokens(self.prompt_tokens(prompt, chat), gen, references, draft,
                                on_delta, cancel)
 
-    def stream_generate(self, prompt: str | Sequence[Message], **kw: object) -> TextStreamIter:
+    def stream_generate(self, prompt: str | Sequence[Message], **kw: Any) -> TextStreamIter:
         """Like `generate`, but yields text deltas; `close()` or `cancel()` stops within a step."""
         return TextStreamIter(lambda on_delta, cancel: self.generate(
-            prompt, on_delta=on_delta, cancel=cancel, **kw))  # type: ignore[arg-type]
+            prompt, on_delta=on_delta, cancel=cancel, **kw))
 
-    def apply(self, original: str, update: str, instruction: str | None = None,
-              **kw: object):  # noqa: ANN201
-        """Merge an edit snippet into a file; returns `ApplyResult(text, stats, ...)`."""
-        from edge_spec.apply import apply
+    def apply(self, original: str, update: str, instruction: str | None = None, *,
+              template: str | None = None, lang: str = "", max_tokens: int | None = None,
+              sampling: SamplingSettings | None = None, draft: str | None = None,
+              fixed_k: int | None = None, on_delta: Delta | None = None,
+              cancel: threading.Event | None = None, on_lazy: str = "keep") -> ApplyResult:
+        """Merge an edit snippet into a file with the model; lossless speculative decoding.
 
-        return apply(self, original, update, instruction, **kw)  # type: ignore[arg-type]
+        An answer that still holds `... existing code ...` markers lists them in `lazy_lines`;
+        `on_lazy` then keeps it ("keep"), returns the naive merge instead ("naive") or raises
+        ("error"). Streamed deltas are always the model's own text.
+        """
+        check_policy(on_lazy)
+        plan = plan_apply(self.target, original, update, instruction, template=template,
+                          lang=lang, max_tokens=max_tokens)
+        gen = GenConfig(plan.budget, plan.stop, sampling or SamplingSettings(), fixed_k)
+        res = self.run_tokens(plan.tokens, gen, plan.references, draft,
+                              plan.stream_filter(on_delta), cancel)
+        return plan.finish(res.text, res.stats, res.tokens, on_lazy)
 
     def stream_apply(self, original: str, update: str, instruction: str | None = None,
-                     **kw: object) -> TextStreamIter:
+                     **kw: Any) -> TextStreamIter:
         """Like `apply`, streaming the merged file's text deltas."""
         return TextStreamIter(lambda on_delta, cancel: self.apply(
             original, update, instruction, on_delta=on_delta, cancel=cancel, **kw))
@@ -174,36 +181,21 @@ def build_engine(model: str | None = None, drafter: str | None = None, *,
     (an `edge-spec export` folder, hash-checked) supplies target, drafter, runtime and profile
     wherever the matching option is not given.
     """
-    from dataclasses import replace
-
     if bundle is not None:
         model, drafter, runtime, profile = _bundle_args(bundle, verify_bundle, model, drafter,
                                                         runtime, profile)
-    cfg = EngineConfig()
-    prof = None
-    if profile:
-        from edge_spec.profile import load_profile
-
-        prof = load_profile(profile)
-        cfg = prof.engine_config(cfg)
-    overrides = {k: v for k, v in (("n_ctx", n_ctx), ("n_threads", threads),
-                                   ("n_gpu_layers", n_gpu_layers), ("draft", draft),
-                                   ("runtime", runtime))
-                 if v is not None}
-    cfg = replace(cfg, **overrides)
-    if k_max is not None:
-        cfg = replace(cfg, controller=replace(cfg.controller, k_max=k_max))
-    if drafter is None and model is None and cfg.draft in ("hybrid", "model"):
-        drafter = (prof.drafter.model if prof is not None else "") or DEMO_DRAFTER
+    prof = load_profile(profile) if profile else None
+    cfg = prof.engine_config() if prof is not None else EngineConfig()
+    cfg = cfg.override(n_ctx=n_ctx, threads=threads, n_gpu_layers=n_gpu_layers, kind=draft,
+                       backend=backend_name(runtime) if runtime else None, k_max=k_max)
+    if drafter is None and model is None and cfg.drafter.kind in ("hybrid", "model"):
+        drafter = cfg.drafter.model or DEMO_DRAFTER
     return Engine(model or DEMO_TARGET, drafter, cfg)
 
 
 def _bundle_args(bundle: str, verify: bool, model: str | None, drafter: str | None,
                  runtime: str | None, profile: str | None) -> tuple[str, str | None, str, str | None]:
     """(model, drafter, runtime, profile) with the bundle's filling what the options leave open."""
-    from edge_spec.export.bundle import load_bundle
-    from edge_spec.profile import find_profile
-
     b = load_bundle(bundle, verify)
     target, b_drafter, rt = b.models(runtime)
     if drafter is None and model is None and b_drafter is not None:
@@ -256,28 +248,3 @@ class TextStreamIter:
     def close(self) -> None:
         self.cancel()
         self._thread.join()
-
-
-def read_text_file(path: str | os.PathLike[str], what: str, max_bytes: int = 4_000_000) -> str:
-    """Read a user's source file as UTF-8 text, with one-line errors for binary or bad input."""
-    import sys
-
-    if str(path) == "-":
-        data = sys.stdin.buffer.read(max_bytes + 1)
-    else:
-        p = Path(path)
-        if not p.is_file():
-            raise UserError(f"{what} file not found: {path}")
-        if p.stat().st_size > max_bytes:
-            raise UserError(f"{what} file {path} is {p.stat().st_size} bytes, over the "
-                            f"{max_bytes}-byte limit")
-        data = p.read_bytes()
-    if len(data) > max_bytes:
-        raise UserError(f"{what} input is over the {max_bytes}-byte limit")
-    if b"\0" in data:
-        raise UserError(f"{what} file {path} looks binary (it contains NUL bytes): pass a text file")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{what} file {path} is not valid UTF-8 (byte {exc.start}): "
-                        "convert it to UTF-8 first") from None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 
 class UserError(Exception):
     """Something the user can fix: a bad path, a corrupt file, an oversized input.
@@ -26,8 +28,6 @@ def require(module: str, extra: str):  # noqa: ANN201 - returns a module
 
     >>> np = require("numpy", "core")
     """
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError as exc:  # pragma: no cover - depends on the environment

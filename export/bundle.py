@@ -18,10 +18,11 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from edge_spec.export.bundle_cache import HashCache
-
+from edge_spec.config.profiles import TomlValidator, tomllib
 from edge_spec.errors import UserError
-from edge_spec.fsutil import sha256_file
+from edge_spec.export.bundle_cache import HashCache
+from edge_spec.fsutil import sha256_file, write_text
+from edge_spec.runtimes import backend_name
 
 MANIFEST = "edge-spec.toml"
 FORMAT_VERSION = 1
@@ -119,8 +120,6 @@ def manifest_toml(m: Manifest) -> str:
 
 
 def write_manifest(root: Path, m: Manifest) -> Path:
-    from edge_spec.fsutil import write_text
-
     path = root / MANIFEST
     write_text(path, manifest_toml(m))
     return path
@@ -130,8 +129,6 @@ def write_manifest(root: Path, m: Manifest) -> Path:
 
 def parse_manifest(text: str, where: Path) -> Manifest:
     """Parse and validate manifest TOML; errors name the key and the file."""
-    from edge_spec.profile import TomlValidator, tomllib
-
     if tomllib is None:  # pragma: no cover - Python 3.10 without tomli
         raise UserError("reading bundles on Python 3.10 needs the 'tomli' package: pip install tomli")
     try:
@@ -224,8 +221,6 @@ class Bundle:
 
     def models(self, runtime: str | None = None) -> tuple[Path, Path | None, str]:
         """(target, drafter or None, runtime) for `runtime` (default: the manifest's)."""
-        from edge_spec.runtimes import backend_name
-
         rt = backend_name(runtime or self.manifest.default_runtime)
         fmt = RUNTIME_FORMAT[rt]
         target = self.model_path("target", fmt)
@@ -316,3 +311,10 @@ def bundle_models(folder: str | os.PathLike[str], runtime: str | None = None,
     """(target path, drafter path or None, runtime) of a verified bundle for `runtime`
     (default: the manifest's default_runtime)."""
     return load_bundle(folder, verify).models(runtime)
+
+
+def tokenizer_info(v: Any) -> TokenizerInfo:
+    """The manifest's [tokenizer] table from a VocabInfo."""
+    return TokenizerInfo(fingerprint=v.fingerprint, vocab_size=v.size, vocab_type=v.vocab_type,
+                         bos_id=-1 if v.bos_id is None else v.bos_id,
+                         eos_id=-1 if v.eos_id is None else v.eos_id)

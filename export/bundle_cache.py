@@ -14,10 +14,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from edge_spec.fsutil import write_text
+from edge_spec.store.models import store_root
+
 
 def cache_dir() -> Path:
-    from edge_spec.models import store_root
-
     return store_root() / "bundle-cache"
 
 
@@ -43,8 +44,6 @@ class HashCache:
         self.dirty = True
 
     def save(self) -> None:
-        from edge_spec.fsutil import write_text
-
         if not self.dirty:
             return
         try:

@@ -18,9 +18,9 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from edge_spec.runtimes.base import VocabInfo, fingerprint
-
 from edge_spec.errors import UserError
+from edge_spec.runtimes.base import VocabInfo, fingerprint
+from edge_spec.store.validate import check_gguf
 
 # GGUF value type id -> struct format of the scalar types; 8 is string, 9 is array.
 _SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
@@ -68,8 +68,6 @@ class _Cursor:
 
 def read_gguf_fields(path: str | os.PathLike[str], keys: Collection[str]) -> dict[str, Any]:
     """The values of metadata `keys` present in GGUF `path`, arrays in full."""
-    from edge_spec.validate import check_gguf
-
     header = check_gguf(path)  # bounds every length; a bad file is a UserError here
     out: dict[str, Any] = {}
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:

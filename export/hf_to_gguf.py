@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from edge_spec.errors import UserError, require
+from edge_spec.fsutil import atomic_path
+from edge_spec.store.checkpoint import check_hf_checkpoint
 
 # config.json model_type -> GGUF architecture name.
 ARCHES = {"llama": "llama", "qwen2": "qwen2"}
@@ -64,9 +66,6 @@ def read_config(folder: Path) -> dict[str, Any]:
 def hf_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], out_type: str = "f16",
                progress: Progress | None = None) -> Path:
     """Convert checkpoint folder `src` into GGUF file `dst` (written atomically)."""
-    from edge_spec.checkpoint import check_hf_checkpoint
-    from edge_spec.fsutil import atomic_path
-
     gguf = require("gguf", "export")
     if out_type not in OUT_TYPES:
         raise UserError(f"unknown GGUF output type {out_type!r}: use one of {', '.join(OUT_TYPES)}")

@@ -43,8 +43,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from edge_spec.checkpoint import check_hf_checkpoint, check_onnx_dir
 from edge_spec.errors import MissingExtraError, UserError
+from edge_spec.store.checkpoint import check_hf_checkpoint, check_onnx_dir
 
 QUANTS = {"int4": "int4", "int8": "int8", "fp32": "fp32", "none": "fp32", "fp16": "fp16",
           "bf16": "bf16"}

@@ -16,14 +16,19 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from edge_spec.export.bundle import BundleFile, CheckResult, Manifest, TokenizerInfo
-from edge_spec.export.progress import Reporter, make_reporter
-
 from edge_spec.errors import UserError
+from edge_spec.export import stages
+from edge_spec.export.bundle import BundleFile, CheckResult, Manifest, tokenizer_info
+from edge_spec.export.progress import Reporter, make_reporter
+from edge_spec.export.quantize import quant_name
+from edge_spec.fsutil import install_sigterm_handler, temp_dir
+from edge_spec.store.checkpoint import check_hf_checkpoint
+from edge_spec.store.models import resolve
+from edge_spec.store.validate import check_gguf
 
 STAGES = ("load", "pair", "convert", "quantize", "onnx", "check", "manifest")
 FORMATS = ("gguf", "onnx")
@@ -83,10 +88,6 @@ class ExportResult:
 
 def resolve_source(text: str) -> Source:
     """A checkpoint folder (safetensors only), a GGUF path, or a store name."""
-    from edge_spec.checkpoint import check_hf_checkpoint
-    from edge_spec.models import resolve
-    from edge_spec.validate import check_gguf
-
     path = Path(text).expanduser()
     if path.is_dir():
         return Source("hf", check_hf_checkpoint(path), text)
@@ -97,10 +98,6 @@ def resolve_source(text: str) -> Source:
 
 def check_options(opts: ExportOptions) -> ExportOptions:
     """Normalised options, or a UserError for a bad combination."""
-    from dataclasses import replace
-
-    from edge_spec.export.quantize import quant_name
-
     bad = [f for f in opts.formats if f not in FORMATS]
     if bad or not opts.formats:
         raise UserError(f"unknown --format {','.join(bad) or '(none)'}: use gguf, onnx or gguf,onnx")
@@ -120,8 +117,6 @@ def check_options(opts: ExportOptions) -> ExportOptions:
 def export(source: str, out: str | os.PathLike[str], opts: ExportOptions | None = None,
            progress: bool = True) -> ExportResult:
     """Run every stage into `OUT.partial-XXXX` and rename it to `out` when all succeeded."""
-    from edge_spec.fsutil import install_sigterm_handler, temp_dir
-
     opts = check_options(opts or ExportOptions())
     out = Path(out).expanduser()
     if out.exists():
@@ -188,8 +183,6 @@ class _Run:
         self.reporter.finish(name, f"{dt:.1f} s{size}")
 
     def all_stages(self, text: str) -> Manifest:
-        from edge_spec.export import stages
-
         o = self.opts
         with self.stage("load", text):
             target = resolve_source(text)
@@ -245,11 +238,6 @@ def _quant_detail(o: ExportOptions) -> str:
     return f"target {o.target_quant}" + (f", drafter {drafter}" if drafter else "")
 
 
-def tokenizer_info(v: Any) -> TokenizerInfo:
-    """The manifest's [tokenizer] table from a VocabInfo."""
-    return TokenizerInfo(fingerprint=v.fingerprint, vocab_size=v.size, vocab_type=v.vocab_type,
-                         bos_id=-1 if v.bos_id is None else v.bos_id,
-                         eos_id=-1 if v.eos_id is None else v.eos_id)
 
 
 __all__ = ["ExportOptions", "ExportResult", "Source", "StageStat", "check_options", "export",

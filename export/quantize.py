@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from edge_spec.errors import UserError, require
+from edge_spec.fsutil import atomic_path
+from edge_spec.store.validate import FILE_TYPES, check_gguf
 
 # Quant name -> llama_ftype constant in llama_cpp (LLAMA_FTYPE_<suffix>).
 QUANTS: dict[str, str] = {
@@ -37,8 +39,6 @@ def quant_name(name: str) -> str:
 
 def gguf_quant(path: str | os.PathLike[str]) -> str | None:
     """The quant name a GGUF file declares (general.file_type), e.g. 'Q4_K_M', or None."""
-    from edge_spec.validate import FILE_TYPES, check_gguf
-
     ftype = check_gguf(path).metadata.get("general.file_type")
     name = FILE_TYPES.get(ftype) if isinstance(ftype, int) else None
     if name is None:
@@ -53,9 +53,6 @@ def quantize_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], quan
                   threads: int = 0) -> Path:
     """Quantize GGUF `src` to `quant` into `dst` (atomic); an already-quantized `src` is
     re-quantized (llama.cpp dequantizes it first, so errors compound: prefer an f16 source)."""
-    from edge_spec.fsutil import atomic_path
-    from edge_spec.validate import check_gguf
-
     llama_cpp = require("llama_cpp", "llamacpp")
     quant = quant_name(quant)
     check_gguf(src)  # llama.cpp trusts header lengths; a bad file is refused here first

@@ -5,9 +5,7 @@ prompt plus that continuation in one batch. Agreement is the share of the `n` po
 exported model's argmax equals the source's greedy token (teacher-forced, so one early miss does
 not misalign the rest); `first_divergence` is where greedy decoding of the two would part.
 
->>> r = roundtrip(exported_rt, source_rt)   # doctest: +SKIP
->>> r.agreement, r.max_logit_diff
-(1.0, 0.31)
+`roundtrip(exported_rt, source_rt)` returns e.g. `agreement` 1.0 and `max_logit_diff` 0.31.
 """
 
 from __future__ import annotations
@@ -18,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from edge_spec.core.chat import text_tokens
+from edge_spec.runtimes import RuntimeOptions, open_runtime
 
 CHECK_PROMPT = (
     "def merge_sorted(a: list[int], b: list[int]) -> list[int]:\n"
@@ -41,8 +42,6 @@ class RoundTrip:
 def roundtrip(exported: Any, source: Any, n: int = CHECK_TOKENS,
               prompt: str = CHECK_PROMPT) -> RoundTrip:
     """Compare two Runtimes that share a vocabulary (their KV caches are reset)."""
-    from edge_spec.chat import text_tokens
-
     source.truncate(0)
     ids = text_tokens(source, prompt)
     cont: list[int] = []
@@ -73,8 +72,6 @@ def _batch(rt: Any, seq: list[int], rows: list[int]) -> np.ndarray:
 
 def open_for_check(path: str | os.PathLike[str], backend: str, threads: int = 0) -> Any:
     """A small-context runtime for the check: llamacpp (GGUF), torch (HF folder), ort (ONNX)."""
-    from edge_spec.runtimes import RuntimeOptions, open_runtime
-
-    opts = RuntimeOptions(n_ctx=CHECK_CTX, n_batch=CHECK_CTX, n_threads=threads,
+    opts = RuntimeOptions(n_ctx=CHECK_CTX, n_batch=CHECK_CTX, threads=threads,
                           dtype="float32")
     return open_runtime(backend, Path(path), opts)

@@ -10,12 +10,25 @@ import contextlib
 import io
 import shutil
 import time
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edge_spec.export.bundle import BundleFile, CheckResult, Manifest, file_entry, write_manifest
-
+from edge_spec.core.pairing import check_pair
 from edge_spec.errors import MissingExtraError, UserError
+from edge_spec.export.bundle import (
+    BundleFile,
+    CheckResult,
+    Manifest,
+    file_entry,
+    tokenizer_info,
+    write_manifest,
+)
+from edge_spec.export.gguf_info import gguf_vocab, model_vocab
+from edge_spec.export.gguf_to_hf import gguf_to_hf
+from edge_spec.export.hf_to_gguf import hf_to_gguf
+from edge_spec.export.quantize import gguf_quant, quantize_gguf
+from edge_spec.export.roundtrip import open_for_check, roundtrip
 
 if TYPE_CHECKING:
     from edge_spec.export.pipeline import Source, _Run
@@ -24,10 +37,6 @@ if TYPE_CHECKING:
 
 def pair_sources(target: Source, drafter: Source | None) -> VocabInfo:
     """The target's vocabulary; a drafter with another vocabulary is refused here, early."""
-    from edge_spec.export.gguf_info import model_vocab
-
-    from edge_spec.pairing import check_pair
-
     tv = model_vocab(target.path)
     if drafter is not None:
         check_pair(tv, model_vocab(drafter.path), (target.label, drafter.label))
@@ -56,8 +65,6 @@ def _jobs(run: _Run, target: Source, drafter: Source | None, onnx: bool = False
 
 def convert(run: _Run, target: Source, drafter: Source | None) -> int:
     """Hugging Face sources -> f16 (or f32) GGUF in the work folder, once per source."""
-    from edge_spec.export.hf_to_gguf import hf_to_gguf
-
     written = 0
     for role, src, quant in _jobs(run, target, drafter):
         if src.kind != "hf" or src.path in run.inputs:
@@ -74,8 +81,6 @@ def convert(run: _Run, target: Source, drafter: Source | None) -> int:
 
 def quantize(run: _Run, target: Source, drafter: Source | None) -> int:
     """Each GGUF job: copy when the input already has the wanted quant, else quantize."""
-    from edge_spec.export.quantize import gguf_quant, quantize_gguf
-
     written = 0
     for role, src, quant in _jobs(run, target, drafter):
         inp = run.inputs.get(src.path, src.path)
@@ -101,8 +106,6 @@ def quantize(run: _Run, target: Source, drafter: Source | None) -> int:
 
 def _hf_dir(run: _Run, src: Source, role: str) -> Path:
     """A Hugging Face folder for `src`: itself, or its GGUF dequantized by transformers."""
-    from edge_spec.export.gguf_to_hf import gguf_to_hf
-
     if src.kind == "hf":
         return src.path
     if src.path not in run.hf_dirs:
@@ -120,7 +123,7 @@ def _hf_dir(run: _Run, src: Source, role: str) -> Path:
 def onnx(run: _Run, target: Source, drafter: Source | None) -> int:
     """ONNX model folders through edge_spec.export.onnx (the builder or optimum)."""
     try:
-        from edge_spec.export.onnx import export_onnx
+        from edge_spec.export.onnx import export_onnx  # optional: needs the onnx tooling
     except ImportError as exc:
         raise UserError(f"ONNX export is not available in this install ({exc}); use "
                         "--format gguf") from None
@@ -143,8 +146,6 @@ def onnx(run: _Run, target: Source, drafter: Source | None) -> int:
 
 def _reference(run: _Run, src: Source, cache: dict[Path, tuple[Any, str]]) -> tuple[Any, str]:
     """The source model as a runtime: llama.cpp for a GGUF, torch (or the f16 GGUF) for HF."""
-    from edge_spec.export.roundtrip import open_for_check
-
     if src.path not in cache:
         if src.kind == "gguf":
             cache[src.path] = (open_for_check(src.path, "llamacpp", run.opts.threads),
@@ -164,8 +165,6 @@ def _reference(run: _Run, src: Source, cache: dict[Path, tuple[Any, str]]) -> tu
 
 def check(run: _Run, target: Source, drafter: Source | None) -> None:
     """Round trip of every exported model against its source; warn where it drifts."""
-    from edge_spec.export.roundtrip import open_for_check, roundtrip
-
     sources = {"target": target, "drafter": drafter or target}
     refs: dict[Path, tuple[Any, str]] = {}
     for (role, fmt), path in sorted(run.made.items()):
@@ -204,11 +203,6 @@ def _tokenizer_file(run: _Run, target: Source) -> BundleFile | None:
 
 def manifest(run: _Run, target: Source, drafter: Source | None, vocab: VocabInfo) -> Manifest:
     """Pair the outputs, hash every file, write edge-spec.toml, drop the work folder."""
-    from edge_spec.export.gguf_info import gguf_vocab
-    from edge_spec.export.pipeline import tokenizer_info
-
-    from edge_spec.pairing import check_pair
-
     o = run.opts
     tok = _tokenizer_file(run, target)
     shutil.rmtree(run.work)  # intermediates (f16 GGUF, dequantized HF) are not part of the bundle
@@ -239,8 +233,6 @@ def manifest(run: _Run, target: Source, drafter: Source | None, vocab: VocabInfo
 
 
 def _created_by() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return f"edge-spec {version('edge-spec')}"
     except PackageNotFoundError:  # pragma: no cover - running from a source tree

@@ -5,9 +5,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+from edge_spec.config.settings import RuntimeSettings
+from edge_spec.errors import UserError
+
+RuntimeOptions = RuntimeSettings  # the settings tree's [runtime] section
 
 
 @dataclass(frozen=True)
@@ -23,29 +29,20 @@ class VocabInfo:
     token_text: tuple[str, ...] = field(repr=False, default=())
 
 
-@dataclass(frozen=True)
-class RuntimeOptions:
-    """Backend-neutral settings for opening a model; each backend reads what applies to it."""
-
-    n_ctx: int = 8192
-    n_batch: int = 512
-    n_threads: int = 0  # 0: all cores
-    n_gpu_layers: int = 0  # llama.cpp offload; for ort/torch, non-zero means "use the GPU"
-    onnx_provider: str = "CPUExecutionProvider"
-    dtype: str = "auto"  # torch: auto (fp32 on CPU, bf16/fp16 on CUDA), float32, float16, bfloat16
-
 
 @runtime_checkable
 class Runtime(Protocol):
     """A model with a KV cache that grows by `eval` and shrinks by `truncate`.
 
-    >>> rt.eval([1, 2, 3], rows=[2]).shape   # logits for the last of the 3 tokens
-    (1, rt.n_vocab)
+    `rt.eval([1, 2, 3], rows=[2])` has shape `(1, rt.n_vocab)`: the logits after the last
+    of the 3 tokens.
     """
 
     name: str
     n_vocab: int
     n_ctx: int
+    n_batch: int  # most tokens one forward takes; `eval` chunks longer inputs by it
+    path: Path | None  # the model file or folder, None for in-memory models
 
     @property
     def n_tokens(self) -> int: ...
@@ -81,14 +78,25 @@ class Runtime(Protocol):
     @property
     def chat_template(self) -> str | None: ...
 
+    @property
+    def metadata(self) -> dict[str, str]:
+        """Model metadata (GGUF keys such as general.name); empty when there is none."""
+        ...
+
+    @property
+    def bos_id(self) -> int | None: ...
+
+    @property
+    def add_bos(self) -> bool:
+        """Whether the model expects a BOS token at the start of a prompt."""
+        ...
+
     def is_eog(self, token: int) -> bool: ...
 
 
 def wanted_rows(rt: Runtime, n: int, rows: Sequence[int] | None) -> list[int]:
     """Check that `n` more tokens fit the context; return the logits rows asked for, sorted."""
     if rt.n_tokens + n > rt.n_ctx:
-        from edge_spec.errors import UserError
-
         raise UserError(f"context full: {rt.n_tokens} + {n} tokens exceed n_ctx "
                         f"{rt.n_ctx}; raise n_ctx or shorten the input")
     want = [n - 1] if rows is None else sorted(rows)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
-from edge_spec.runtimes.base import VocabInfo, fingerprint
+
+from edge_spec.runtimes.base import VocabInfo, chunked_eval, fingerprint
 
 BOS, EOS, PAD, OFFSET = 0, 1, 2, 3
 N_VOCAB = 256 + OFFSET
@@ -22,16 +24,18 @@ class FakeRuntime:
     """Copies `follow` text where the context matches it, else emits seeded noise.
 
     >>> rt = FakeRuntime(follow="hello world")
-    >>> rt.eval(rt.tokenize("hel"))[0].argmax() == rt.tokenize("l")[0]
+    >>> bool(rt.eval(rt.tokenize("hel"))[0].argmax() == rt.tokenize("l")[0])
     True
     """
 
     def __init__(self, follow: str = "", seed: int = 0, n_ctx: int = 4096, match: int = 24,
                  eos_after: str | None = None, sharpness: float = 8.0,
-                 latency_ms: tuple[float, float] = (0.0, 0.0)) -> None:
+                 latency_ms: tuple[float, float] = (0.0, 0.0), n_batch: int = 512) -> None:
         self.name = "fake"
+        self.path: Path | None = None
         self.n_vocab = N_VOCAB
         self.n_ctx = n_ctx
+        self.n_batch = n_batch
         self.seed = seed
         self.match = match
         self.sharpness = sharpness
@@ -82,18 +86,18 @@ class FakeRuntime:
         return None
 
     def eval(self, tokens: Sequence[int], rows: Sequence[int] | None = None) -> np.ndarray:
-        if self.n_tokens + len(tokens) > self.n_ctx:
-            raise ValueError("fake context full")
-        want = [len(tokens) - 1] if rows is None else list(rows)
+        return chunked_eval(self, tokens, rows, self._forward)
+
+    def _forward(self, chunk: list[int], rows: list[int], last: bool) -> np.ndarray:
         start = self.n_tokens
-        self._tokens.extend(int(t) for t in tokens)
+        self._tokens.extend(chunk)
         self.forwards += 1
         fixed, per_token = self.latency_ms
         if fixed or per_token:
-            time.sleep((fixed + per_token * len(tokens)) / 1e3)
-        self.evaluated += len(tokens)
-        out = np.empty((len(want), self.n_vocab), dtype=np.float32)
-        for j, r in enumerate(want):
+            time.sleep((fixed + per_token * len(chunk)) / 1e3)
+        self.evaluated += len(chunk)
+        out = np.empty((len(rows), self.n_vocab), dtype=np.float32)
+        for j, r in enumerate(rows):
             out[j] = self._logits_for(self._tokens[: start + r + 1])
         return out
 
@@ -117,6 +121,10 @@ class FakeRuntime:
 
     bos_id = BOS
     add_bos = True
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        return {}
 
     @property
     def vocab(self) -> VocabInfo:

@@ -6,6 +6,8 @@ vocabulary projection only on the selected hidden states (`logits_to_keep` with 
 
 from __future__ import annotations
 
+import functools
+import importlib
 import inspect
 import os
 from collections.abc import Sequence
@@ -13,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from edge_spec.runtimes import hf_vocab
-from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, chunked_eval, fingerprint
-from edge_spec.runtimes.hf_exact import make_batch_invariant
 
 from edge_spec.errors import UserError, require
+from edge_spec.runtimes import hf_vocab
+from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, chunked_eval, fingerprint
+from edge_spec.runtimes.gguf_torch import load_gguf_model
+from edge_spec.runtimes.hf_exact import make_batch_invariant
+from edge_spec.store.checkpoint import check_hf_checkpoint
 
 DTYPES = ("float32", "float16", "bfloat16")
 
@@ -39,9 +43,6 @@ def _pick_dtype(torch: Any, options: RuntimeOptions, cuda: bool) -> Any:
 
 def load_model(path: Path, dtype_name: str) -> tuple[Any, Any]:
     """(model, tokenizer), without transformers' progress bars on the user's terminal."""
-    import functools
-    import importlib
-
     bars = require("transformers", "torch").utils.logging
     was_on = bars.is_progress_bar_enabled()
     bars.disable_progress_bar()
@@ -62,11 +63,7 @@ def load_model(path: Path, dtype_name: str) -> tuple[Any, Any]:
 def _load_model(path: Path, dtype_name: str) -> tuple[Any, Any]:
     """(model, tokenizer) from a GGUF file (dequantized) or a safetensors checkpoint folder."""
     if path.suffix.lower() == ".gguf":
-        from edge_spec.export.gguf_to_hf import load_gguf_model
-
         return load_gguf_model(path, dtype_name)
-    from edge_spec.checkpoint import check_hf_checkpoint
-
     torch = require("torch", "torch")
     transformers = require("transformers", "torch")
     folder = check_hf_checkpoint(path)
@@ -91,8 +88,8 @@ class TorchRuntime:
         path = Path(path)
         if not path.exists():
             raise UserError(f"model not found: {path}")
-        if opts.n_threads:
-            torch.set_num_threads(opts.n_threads)
+        if opts.threads:
+            torch.set_num_threads(opts.threads)
         cuda = opts.n_gpu_layers != 0 and torch.cuda.is_available()
         self.device = torch.device("cuda" if cuda else "cpu")
         dtype = _pick_dtype(torch, opts, cuda)

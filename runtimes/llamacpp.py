@@ -9,47 +9,32 @@ from __future__ import annotations
 import ctypes
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, chunked_eval, fingerprint
 
 from edge_spec.errors import UserError, require
+from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, chunked_eval, fingerprint
+from edge_spec.store.validate import check_gguf
 
 _VOCAB_TYPES = {0: "none", 1: "spm", 2: "bpe", 3: "wpm", 4: "ugm", 5: "rwkv", 6: "plamo2"}
 
 
-@dataclass(frozen=True)
-class LlamaCppConfig:
-    """Settings of a llama.cpp context (profile `[runtime]` section)."""
-
-    n_ctx: int = 4096
-    n_batch: int = 512
-    n_threads: int = 0  # 0: all physical cores that os.cpu_count() reports
-    n_gpu_layers: int = 0
-    flash_attn: bool = False
-
-
 def open_runtime(path: str | os.PathLike[str], options: RuntimeOptions) -> LlamaCppRuntime:
     """Open a GGUF file (the registry entry point, see `edge_spec.runtimes`)."""
-    return LlamaCppRuntime(path, LlamaCppConfig(
-        n_ctx=options.n_ctx, n_batch=options.n_batch, n_threads=options.n_threads,
-        n_gpu_layers=options.n_gpu_layers))
+    return LlamaCppRuntime(path, options)
 
 
 class LlamaCppRuntime:
     """A GGUF model in llama.cpp with one sequence whose KV cache we grow and cut."""
 
-    def __init__(self, path: str | os.PathLike[str], config: LlamaCppConfig | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], config: RuntimeOptions | None = None) -> None:
         llama_cpp = require("llama_cpp", "llamacpp")
         self._lib = llama_cpp.llama_cpp if hasattr(llama_cpp, "llama_cpp") else llama_cpp
-        cfg = config or LlamaCppConfig()
+        cfg = config or RuntimeOptions()
         path = Path(path)
-        from edge_spec.validate import check_gguf
-
         check_gguf(path)
-        threads = cfg.n_threads or max(1, os.cpu_count() or 1)
+        threads = cfg.threads or max(1, os.cpu_count() or 1)
         try:
             self._llm = llama_cpp.Llama(
                 model_path=str(path), n_ctx=cfg.n_ctx, n_batch=cfg.n_batch,

@@ -15,7 +15,7 @@ the same per-token decode and verify cost within noise; the session decoder pref
 (no lm_head on prefill rows), does not spin its threads (a 2x loss under contention, which genai
 does not let us turn off), needs no genai_config.json, and does not import onnxruntime-genai.
 
->>> rt = OrtRuntime("exports/smollm2-onnx-int8", RuntimeOptions(n_ctx=4096, n_threads=2))  # doctest: +SKIP
+>>> rt = OrtRuntime("exports/smollm2-onnx-int8", RuntimeOptions(n_ctx=4096, threads=2))  # doctest: +SKIP
 >>> rt.eval(rt.tokenize("def f():"), rows=[0, 1]).shape                                       # doctest: +SKIP
 (2, 49152)
 """
@@ -26,11 +26,12 @@ import os
 from collections.abc import Sequence
 
 import numpy as np
+
+from edge_spec.errors import UserError, require
 from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, chunked_eval
 from edge_spec.runtimes.ort_session import GenaiDecoder, ModelInfo, SessionDecoder
 from edge_spec.runtimes.tokjson import JsonTokenizer
-
-from edge_spec.errors import UserError, require
+from edge_spec.store.checkpoint import check_onnx_dir
 
 DECODERS = ("session", "genai")
 
@@ -46,8 +47,6 @@ class OrtRuntime:
     def __init__(self, path: str | os.PathLike[str], options: RuntimeOptions | None = None,
                  decoder: str = "session", share_buffer: bool | None = None,
                  spin: bool | None = None) -> None:
-        from edge_spec.checkpoint import check_onnx_dir
-
         opts = options or RuntimeOptions()
         folder = check_onnx_dir(path)
         if decoder not in DECODERS:
@@ -60,12 +59,12 @@ class OrtRuntime:
         self.provider = _provider(opts)
         if decoder == "genai":
             self._dec: SessionDecoder | GenaiDecoder = GenaiDecoder(
-                folder, info, self.n_ctx, opts.n_threads, self.provider)
+                folder, info, self.n_ctx, opts.threads, self.provider)
         else:
             shared = info.shared if share_buffer is None else share_buffer
             # Spinning pays only without worker threads to starve (see _session_options).
-            spin = opts.n_threads == 1 if spin is None else spin
-            self._dec = SessionDecoder(info, self.n_ctx, opts.n_threads, self.provider, shared,
+            spin = opts.threads == 1 if spin is None else spin
+            self._dec = SessionDecoder(info, self.n_ctx, opts.threads, self.provider, shared,
                                         spin)
         self.decoder = decoder
         self.n_vocab = self._dec.n_vocab or info.vocab_size
@@ -118,6 +117,11 @@ class OrtRuntime:
     @property
     def chat_template(self) -> str | None:
         return self._tok.chat_template
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """An exported ONNX folder carries no GGUF-style metadata; its name stands in."""
+        return {"general.name": self.name}
 
     @property
     def vocab(self) -> VocabInfo:

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from edge_spec.runtimes.tokjson import read_json
 
 from edge_spec.errors import UserError, require
+from edge_spec.runtimes.tokjson import read_json
 
 _NP_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16,
              "tensor(int64)": np.int64, "tensor(int32)": np.int32}

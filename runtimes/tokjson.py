@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from edge_spec.runtimes.base import VocabInfo, fingerprint
-
 from edge_spec.errors import UserError, require
+from edge_spec.runtimes.base import VocabInfo, fingerprint
 
 # Token texts llama.cpp treats as end of generation besides EOS (end-of-turn and FIM tokens);
 # the same list as the torch runtime's, so all runtimes stop on the same tokens.

@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
+# The dev task files live in the repo (benchmarks/data, sources and licenses named there).
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
 SMALL_TASKS = BENCH / "code_apply_dev_small.jsonl"
 
 
 def load_tasks(path: Path = SMALL_TASKS, n: int | None = None, smallest: bool = True) -> list[dict]:
     """Bench tasks, the smallest originals first (keeps CI time bounded)."""
     if not path.exists():
-        pytest.skip(f"benchmark data not found at {path}")
+        pytest.fail(f"benchmark data not found at {path}: it ships in benchmarks/data")
     tasks = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     if smallest:
         tasks.sort(key=lambda t: len(t["original"]))
@@ -38,14 +39,14 @@ def load_fuzz(name: str):  # noqa: ANN201 - a module
 
 @pytest.fixture(scope="session")
 def smollm2_path() -> Path:
-    from edge_spec.models import resolve
+    from edge_spec.store.models import resolve
 
     return resolve("smollm2-135m-instruct-q4_1", progress=False)
 
 
 @pytest.fixture(scope="session")
 def qwen_paths() -> tuple[Path, Path]:
-    from edge_spec.models import resolve
+    from edge_spec.store.models import resolve
 
     return (resolve("qwen2.5-coder-1.5b-instruct-q4_k_m", progress=False),
             resolve("qwen2.5-coder-0.5b-instruct", progress=False))
@@ -53,9 +54,10 @@ def qwen_paths() -> tuple[Path, Path]:
 
 @pytest.fixture(scope="session")
 def smollm2_rt(smollm2_path: Path):  # noqa: ANN201
-    from edge_spec.runtimes.llamacpp import LlamaCppConfig, LlamaCppRuntime
+    from edge_spec.runtimes.base import RuntimeOptions
+    from edge_spec.runtimes.llamacpp import LlamaCppRuntime
 
-    return LlamaCppRuntime(smollm2_path, LlamaCppConfig(n_ctx=4096, n_threads=2))
+    return LlamaCppRuntime(smollm2_path, RuntimeOptions(n_ctx=4096, threads=2))
 
 
 @pytest.fixture(scope="session")

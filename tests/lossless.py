@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from edge_spec.neartie import Divergence, first_difference
+from edge_spec.bench.neartie import Divergence, first_difference
 
 
 def batch_noise(rt, prompt: Sequence[int], out: Sequence[int], windows=(8, 32, 64)) -> float:  # noqa: ANN001
@@ -40,3 +40,17 @@ def first_divergence(rt, prompt: Sequence[int], plain: Sequence[int],  # noqa: A
     pt = plain[i] if i < len(plain) else -1
     st = spec[i] if i < len(spec) else -1
     return Divergence(i, pt, st, float(top[1] - top[0]), noise)
+
+
+def assert_same_or_near_tie(rt, prompt: Sequence[int], plain_text: str, spec_text: str,  # noqa: ANN001
+                            what: str = "") -> Divergence | None:
+    """Speculative text equals plain text, or they part at a proven near-tie (reported)."""
+    if plain_text == spec_text:
+        return None
+    plain = rt.tokenize(plain_text, special=False)
+    spec = rt.tokenize(spec_text, special=False)
+    noise = batch_noise(rt, prompt, plain)
+    d = first_divergence(rt, prompt, plain, spec, noise)
+    assert d is not None and d.near_tie, (what, d, plain_text[:200], spec_text[:200])
+    print(f"\n[near-tie] {what}: token {d.position}, top-2 gap {d.top2_gap:.3f} <= noise {noise:.3f}")
+    return d

@@ -87,7 +87,7 @@ def test_naive_merge_on_dev_set() -> None:
 
 
 def test_accuracy_metrics() -> None:
-    from edge_spec.metrics import line_similarity, ws_equal
+    from edge_spec.bench.metrics import line_similarity, ws_equal
 
     assert ws_equal("a = 1\n\nb = 2\n", "a =  1\nb = 2")
     assert not ws_equal("a = 1\n", "a = 2\n")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from edge_spec.cli import main
+from edge_spec.cli.main import main
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
 
@@ -47,7 +47,7 @@ WRITER = textwrap.dedent("""
 CLI_WRITER = textwrap.dedent("""
     import signal, sys, time
     import click
-    from edge_spec.cli import main
+    from edge_spec.cli.main import main
     from edge_spec.fsutil import atomic_open
 
     @main.command("slow-write")

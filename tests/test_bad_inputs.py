@@ -24,8 +24,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import load_fuzz
 
-from edge_spec.chat import CHATML, render
-from edge_spec.cli import main
+from edge_spec.cli.main import main
+from edge_spec.core.chat import CHATML, render
 from edge_spec.errors import UserError
 
 TIME_LIMIT_S = 20.0
@@ -51,7 +51,7 @@ def rewrite_header(src: Path, dest: Path, edit: Callable[[bytes], bytes]) -> Pat
     Splices bytes rather than rewriting through gguf-py: a 100 MB model copies in well under a
     second, where GGUFReader alone takes seconds to walk the vocabulary.
     """
-    from edge_spec.validate import check_gguf
+    from edge_spec.store.validate import check_gguf
 
     header = check_gguf(src)
     with open(src, "rb") as fh:
@@ -133,7 +133,7 @@ def _directory_model(tmp: Path, request: pytest.FixtureRequest) -> list[str]:
 
 
 def _mismatched_drafter(tmp: Path, request: pytest.FixtureRequest) -> list[str]:
-    from edge_spec.models import resolve
+    from edge_spec.store.models import resolve
 
     try:
         qwen = resolve("qwen2.5-coder-0.5b-instruct", pull_missing=False)
@@ -371,3 +371,65 @@ def test_render_refuses_a_broken_template_with_one_line(template: str) -> None:
     with pytest.raises(UserError) as info:
         render(template, [{"role": "user", "content": "hi"}])
     assert "\n" not in str(info.value)
+
+
+# ---- paths that are not regular files, and outputs that cannot be written -------------------
+
+def _run_cli(*args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(main, list(args))
+    return res.exit_code, res.stderr
+
+
+def _one_line(code: int, err: str, *needles: str) -> None:
+    assert code == 2, (code, err)
+    line = err.strip()
+    assert line.startswith("error: ") and "\n" not in line and "Traceback" not in err, err
+    for n in needles:
+        assert n in line, line
+
+
+@pytest.mark.parametrize("original, needle", [
+    ("/dev/zero", "character device"),
+    (".", "is a directory"),
+])
+def test_non_regular_original_is_named(tmp_path: Path, original: str, needle: str) -> None:
+    upd = tmp_path / "u.py"
+    upd.write_text(UPDATE)
+    if original == ".":
+        original = str(tmp_path)
+    code, err = _run_cli("run", "--original", original, "--update", str(upd), "--model",
+                         "no-such-model")
+    _one_line(code, err, needle)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_out_folder_fails_before_any_model(tmp_path: Path) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        _out_error(tmp_path, ro / "sub" / "out.py")
+    finally:
+        ro.chmod(0o700)
+
+
+def _out_error(tmp_path: Path, out: Path) -> None:
+    orig, upd = tmp_path / "o.py", tmp_path / "u.py"
+    orig.write_text("x = 0\n")
+    upd.write_text(UPDATE)
+    # A model that does not exist: the --out check must come first, or this error would.
+    code, err = _run_cli("run", "--original", str(orig), "--update", str(upd), "--out", str(out),
+                         "--model", "no-such-model")
+    _one_line(code, err, "cannot write --out")
+
+
+def test_out_through_a_regular_file_fails_before_any_model(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    _out_error(tmp_path, blocker / "out.py")
+
+
+def test_out_on_a_virtual_file_system_fails_before_any_model(tmp_path: Path) -> None:
+    if not Path("/proc/self").is_dir():
+        pytest.skip("no /proc here")
+    _out_error(tmp_path, Path("/proc/self/edge-spec-out.py"))

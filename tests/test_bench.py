@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import SMALL_TASKS, load_tasks
 
-from edge_spec.bench import RESULT_FIELDS, parse_modes
-from edge_spec.cli import main
+from edge_spec.bench.modes import RESULT_FIELDS, parse_modes
+from edge_spec.cli.main import main
 from edge_spec.errors import UserError
 
 
@@ -51,7 +51,7 @@ def test_bench_smollm2_two_tasks(smollm2_path: Path, tmp_path: Path) -> None:
 
 
 def test_parse_hf_modes() -> None:
-    from edge_spec.bench import baseline_of
+    from edge_spec.bench.modes import baseline_of
 
     modes = parse_modes("hf-plain,hf-pld,hf-pld-4,hf-assisted")
     assert [(m.name, m.peer, m.param) for m in modes[1:]] == [

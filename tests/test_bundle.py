@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
+
+from edge_spec.errors import UserError
 from edge_spec.export.bundle import (
     MANIFEST,
     CheckResult,
@@ -18,8 +20,6 @@ from edge_spec.export.bundle import (
     parse_manifest,
     write_manifest,
 )
-
-from edge_spec.errors import UserError
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from edge_spec.cli import main
+from edge_spec.cli.main import main
 
 CONTRACT = ("text", "finish_reason", "prompt_tokens", "output_tokens", "prefill_ms", "decode_ms",
             "decode_tok_s", "target_forwards", "tokens_per_forward", "drafted", "accepted",

@@ -5,9 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from edge_spec.runtimes.fake import FakeRuntime
-
 from edge_spec.engine import Engine, EngineConfig
+from edge_spec.runtimes.fake import FakeRuntime
 
 ORIG = "".join(f"def f{i}(x):\n    return x * {i}  # ✓ 漢字\n\n" for i in range(30))
 UPD = "# ... existing code ...\ndef f3(x):\n    return x * 333  # ✓ 漢字\n# ... existing code ...\n"
@@ -16,7 +15,7 @@ MERGED = ORIG.replace("x * 3  #", "x * 333  #")
 
 def engine(**kw) -> Engine:
     rt = FakeRuntime(follow="```\n" + MERGED + "```\n", n_ctx=16384, **kw)
-    return Engine(rt, None, EngineConfig(draft="reference"))
+    return Engine(rt, None, EngineConfig().override(kind="reference"))
 
 
 def test_apply_and_stream_agree() -> None:
@@ -68,7 +67,7 @@ LAZY = ("def f0(x):\n    return x * 0  # ✓ 漢字\n\n# ... existing code (f1, 
 
 def lazy_engine() -> Engine:
     rt = FakeRuntime(follow="```\n" + LAZY + "```\n", n_ctx=16384)
-    return Engine(rt, None, EngineConfig(draft="reference"))
+    return Engine(rt, None, EngineConfig().override(kind="reference"))
 
 
 def test_lazy_answer_is_flagged_and_policies_apply() -> None:
@@ -99,9 +98,9 @@ def test_cli_lazy_policies(tmp_path, monkeypatch) -> None:  # noqa: ANN001
 
     from click.testing import CliRunner
 
-    from edge_spec.cli import main
+    from edge_spec.cli.main import main
 
-    monkeypatch.setattr("edge_spec.engine.build_engine", lambda *a, **k: lazy_engine())
+    monkeypatch.setattr("edge_spec.cli.run.build_engine", lambda *a, **k: lazy_engine())
     (tmp_path / "o.txt").write_text(ORIG, encoding="utf-8")
     (tmp_path / "u.txt").write_text(UPD, encoding="utf-8")
     args = ["run", "--original", str(tmp_path / "o.txt"), "--update", str(tmp_path / "u.txt")]

@@ -129,10 +129,10 @@ SHIPPED = Path(__file__).resolve().parents[1] / "profiles" / "cpu-2core.toml"
 
 
 def _base() -> dict:
-    """The shipped cpu-2core profile as a dict; skips while edge_spec.profile does not exist."""
-    if importlib.util.find_spec("edge_spec.profile") is None or not SHIPPED.exists():
-        pytest.skip("edge_spec.profile or the shipped profiles are missing")
-    from edge_spec.profile import tomllib
+    """The shipped cpu-2core profile as a dict; skips while edge_spec.config.profiles does not exist."""
+    if importlib.util.find_spec("edge_spec.config.profiles") is None or not SHIPPED.exists():
+        pytest.skip("edge_spec.config.profiles or the shipped profiles are missing")
+    from edge_spec.config.profiles import tomllib
 
     if tomllib is None:
         pytest.skip("no TOML reader (Python 3.10 without tomli)")

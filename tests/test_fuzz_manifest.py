@@ -13,6 +13,10 @@ from pathlib import Path
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from edge_spec.errors import UserError  # noqa: E402
 from edge_spec.export.bundle import (  # noqa: E402
     BundleFile,
     Manifest,
@@ -21,10 +25,6 @@ from edge_spec.export.bundle import (  # noqa: E402
     parse_manifest,
     safe_path,
 )
-from hypothesis import HealthCheck, example, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from edge_spec.errors import UserError  # noqa: E402
 
 _ENV = os.environ.get("EDGE_SPEC_FUZZ_EXAMPLES")
 FUZZ = settings(max_examples=int(_ENV) if _ENV else 400, deadline=None, database=None,

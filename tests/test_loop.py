@@ -7,15 +7,14 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from edge_spec.runtimes.fake import EOS, FakeRuntime
 
-from edge_spec.adapt import Controller, ControllerConfig
+from edge_spec.core.controller import Controller, ControllerConfig
+from edge_spec.core.loop import GenConfig, generate
 from edge_spec.drafters.base import Draft
-from edge_spec.drafters.hybrid import HybridDrafter
 from edge_spec.drafters.model import ModelDrafter
 from edge_spec.drafters.reference import ReferenceDrafter
 from edge_spec.errors import UserError
-from edge_spec.loop import GenConfig, generate
+from edge_spec.runtimes.fake import EOS, FakeRuntime
 
 SOURCE = (
     "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n"
@@ -33,7 +32,7 @@ def prompt(rt: FakeRuntime) -> list[int]:
 
 def plain(max_tokens: int = 200, **kw) -> list[int]:
     rt = target(**kw)
-    return generate(rt, prompt(rt), None, Controller(), GenConfig(max_tokens=max_tokens)).tokens
+    return generate(rt, prompt(rt), [], Controller(), GenConfig(max_tokens=max_tokens)).tokens
 
 
 class Oracle:
@@ -44,10 +43,10 @@ class Oracle:
     def __init__(self, truth: Sequence[int], n_prompt: int, wrong: bool = False) -> None:
         self.truth, self.n_prompt, self.wrong = list(truth), n_prompt, wrong
 
-    def begin(self, prompt, references):  # noqa: ANN001
+    def begin(self, prompt, references, rng):  # noqa: ANN001
         pass
 
-    def propose(self, context, limit, ctl):  # noqa: ANN001
+    def propose(self, context, limit):  # noqa: ANN001
         i = len(context) - self.n_prompt
         toks = self.truth[i:i + limit]
         if self.wrong:
@@ -70,8 +69,8 @@ def test_speculative_equals_plain(kind: str, fixed_k: int | None) -> None:
     drafter_rt = FakeRuntime(follow=SOURCE, seed=7)
     ref = ReferenceDrafter(rt)
     model = ModelDrafter(drafter_rt, p_min=0.0)
-    drafter = {"reference": ref, "model": model, "hybrid": HybridDrafter(ref, model)}[kind]
-    res = generate(rt, prompt(rt), drafter, flat_ctl(), GenConfig(max_tokens=200, fixed_k=fixed_k),
+    drafters = {"reference": [ref], "model": [model], "hybrid": [ref, model]}[kind]
+    res = generate(rt, prompt(rt), drafters, flat_ctl(), GenConfig(max_tokens=200, fixed_k=fixed_k),
                    references=[SOURCE])
     assert res.tokens == want
     assert res.stats.target_forwards < len(want) or kind == "model"
@@ -83,13 +82,13 @@ def test_oracle_all_accepted_and_always_wrong() -> None:
     p = prompt(rt)
     for k in (1, 4, 8):
         rt = target()
-        res = generate(rt, p, Oracle(want, len(p)), flat_ctl(), GenConfig(120, fixed_k=k))
+        res = generate(rt, p, [Oracle(want, len(p))], flat_ctl(), GenConfig(120, fixed_k=k))
         assert res.tokens == want
         assert res.stats.drafted and res.stats.accepted == res.stats.drafted
         full = [s for s in res.stats.steps if s.k == k]
         assert all(s.emitted == k + 1 for s in full)
         rt = target()
-        res = generate(rt, p, Oracle(want, len(p), wrong=True), flat_ctl(), GenConfig(120, fixed_k=k))
+        res = generate(rt, p, [Oracle(want, len(p), wrong=True)], flat_ctl(), GenConfig(120, fixed_k=k))
         assert res.tokens == want and res.stats.accepted == 0
 
 
@@ -98,7 +97,7 @@ def test_adaptive_backs_off_when_drafts_fail() -> None:
     rt = target(latency_ms=(8.0, 4.0))
     p = prompt(rt)
     ctl = Controller(ControllerConfig(verify_ms={1: 12.0, 2: 16.0, 8: 40.0, 64: 264.0}))
-    res = generate(rt, p, Oracle(want, len(p), wrong=True), ctl, GenConfig(150))
+    res = generate(rt, p, [Oracle(want, len(p), wrong=True)], ctl, GenConfig(150))
     assert res.tokens == want
     late = res.stats.steps[len(res.stats.steps) // 2:]
     assert sum(s.k for s in late) <= 0.2 * len(late)
@@ -107,36 +106,36 @@ def test_adaptive_backs_off_when_drafts_fail() -> None:
 def test_eos_inside_draft_and_max_tokens() -> None:
     rt = FakeRuntime(follow=SOURCE, eos_after="a + b\n")
     p = rt.tokenize("x" + SOURCE + "\ndef add", add_bos=True)
-    base = generate(rt, p, None, Controller(), GenConfig(300))
+    base = generate(rt, p, [], Controller(), GenConfig(300))
     assert base.stats.finish_reason == "eos"
     rt2 = FakeRuntime(follow=SOURCE, eos_after="a + b\n")
-    spec = generate(rt2, p, ReferenceDrafter(rt2), flat_ctl(), GenConfig(300, fixed_k=32))
+    spec = generate(rt2, p, [ReferenceDrafter(rt2)], flat_ctl(), GenConfig(300, fixed_k=32))
     assert spec.tokens == base.tokens and spec.stats.finish_reason == "eos"
     assert EOS not in spec.tokens
     for m in (1, 5, 17):
         rt3 = target()
-        r = generate(rt3, prompt(rt3), ReferenceDrafter(rt3), flat_ctl(), GenConfig(m, fixed_k=32))
+        r = generate(rt3, prompt(rt3), [ReferenceDrafter(rt3)], flat_ctl(), GenConfig(m, fixed_k=32))
         assert len(r.tokens) == m and r.stats.finish_reason == "length"
         assert r.tokens == plain(max_tokens=m)
 
 
 def test_stop_string_inside_accepted_block_and_utf8_stream() -> None:
     rt = target()
-    full = generate(rt, prompt(rt), None, Controller(), GenConfig(400)).text
+    full = generate(rt, prompt(rt), [], Controller(), GenConfig(400)).text
     # Stop right after the multi-byte characters, before the fake's noise begins.
     n_bytes = len(full[: full.index("🙂") + 2].encode())
     want_text = full[: full.index("🙂") + 2]
     stop = "return a * b"
     rt = target()
     deltas: list[str] = []
-    res = generate(rt, prompt(rt), ReferenceDrafter(rt), flat_ctl(),
+    res = generate(rt, prompt(rt), [ReferenceDrafter(rt)], flat_ctl(),
                    GenConfig(400, stop=(stop,), fixed_k=64), on_delta=deltas.append)
     assert res.stats.finish_reason == "stop"
     assert res.text == want_text[: want_text.index(stop)]
     assert "".join(deltas) == res.text
     rt = target()
     deltas = []
-    res = generate(rt, prompt(rt), ReferenceDrafter(rt), flat_ctl(), GenConfig(n_bytes),
+    res = generate(rt, prompt(rt), [ReferenceDrafter(rt)], flat_ctl(), GenConfig(n_bytes),
                    on_delta=deltas.append, references=[SOURCE])
     assert "".join(deltas) == res.text == want_text
     assert res.stats.accepted > 0 and len(deltas) < len(res.tokens)
@@ -152,25 +151,25 @@ def test_cancel_and_prefix_reuse() -> None:
         got.append(d)
         ev.set()
 
-    res = generate(rt, prompt(rt), None, Controller(), GenConfig(300), on_delta=on_delta, cancel=ev)
+    res = generate(rt, prompt(rt), [], Controller(), GenConfig(300), on_delta=on_delta, cancel=ev)
     assert res.stats.finish_reason == "cancelled" and len(res.tokens) <= 2
-    res2 = generate(rt, prompt(rt), None, Controller(), GenConfig(50))
+    res2 = generate(rt, prompt(rt), [], Controller(), GenConfig(50))
     assert res2.stats.cached_tokens == len(prompt(rt)) - 1
     assert res2.tokens == plain(max_tokens=50)
 
 
 def test_empty_reference_and_prompt_too_long() -> None:
     rt = target()
-    res = generate(rt, prompt(rt), ReferenceDrafter(rt), flat_ctl(), GenConfig(60), references=[""])
+    res = generate(rt, prompt(rt), [ReferenceDrafter(rt)], flat_ctl(), GenConfig(60), references=[""])
     assert res.tokens == plain(max_tokens=60)
     small = FakeRuntime(n_ctx=32)
     with pytest.raises(UserError, match="does not fit"):
-        generate(small, small.tokenize("x" * 40), None, Controller(), GenConfig(5))
+        generate(small, small.tokenize("x" * 40), [], Controller(), GenConfig(5))
 
 
 def test_context_limit_never_overflows() -> None:
     rt = FakeRuntime(follow=SOURCE, n_ctx=len(prompt(target())) + 20)
-    res = generate(rt, prompt(rt), ReferenceDrafter(rt), flat_ctl(), GenConfig(500, fixed_k=32))
+    res = generate(rt, prompt(rt), [ReferenceDrafter(rt)], flat_ctl(), GenConfig(500, fixed_k=32))
     assert res.stats.finish_reason == "length" and rt.n_tokens <= rt.n_ctx
 
 

@@ -19,10 +19,11 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from edge_spec import models, store_fetch
-from edge_spec.cli_models import models as models_cli
+from edge_spec.cli.models import models as models_cli
 from edge_spec.errors import UserError
-from edge_spec.models import ModelEntry, Part
+from edge_spec.store import fetch as store_fetch
+from edge_spec.store import models
+from edge_spec.store.models import ModelEntry, Part
 
 PARTS = [random.Random(i).randbytes(n) for i, n in enumerate((40_000, 40_000, 17_123), 1)]
 BLOB = b"".join(PARTS)

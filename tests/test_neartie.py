@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from edge_spec.runtimes.fake import FakeRuntime
 
-from edge_spec.neartie import divergence, first_difference
+from edge_spec.bench.neartie import divergence, first_difference
+from edge_spec.runtimes.fake import FakeRuntime
 
 
 def _greedy(rt: FakeRuntime, prompt: list[int], n: int) -> list[int]:

@@ -10,11 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from edge_spec.adapt import Controller, ControllerConfig
-from edge_spec.cli import main
-from edge_spec.drafters.base import Draft
-from edge_spec.errors import UserError
-from edge_spec.profile import (
+from edge_spec.cli.main import main
+from edge_spec.config.profiles import (
     REQUIRED_POINTS,
     SOURCES,
     load_profile,
@@ -22,6 +19,9 @@ from edge_spec.profile import (
     profile_names,
     shipped_dir,
 )
+from edge_spec.core.controller import Controller, ControllerConfig
+from edge_spec.drafters.base import Draft
+from edge_spec.errors import UserError
 
 SHIPPED = sorted(p.stem for p in shipped_dir().glob("*.toml"))
 
@@ -56,7 +56,7 @@ def test_shipped_profile_loads(name: str) -> None:
     # The TOML writer round-trips, and the profile maps onto the engine and controller.
     assert parse_profile(prof.to_toml(), prof.path) == prof
     cfg = prof.engine_config()
-    assert cfg.n_threads == prof.runtime.threads and cfg.draft == prof.drafter.kind
+    assert cfg.runtime.threads == prof.runtime.threads and cfg.drafter.kind == prof.drafter.kind
     assert cfg.controller.verify_ms == c.verify_ms
     assert cfg.controller.draft_cost_ratio["model"] == c.drafter_ratio
     assert cfg.controller.draft_cost_ratio["reference"] == 0.001
@@ -96,7 +96,7 @@ def test_unknown_key_names_key_and_file(tmp_path: Path, old: str, new: str, key:
     ("64 = 889.0", '64 = "889"', "costs.verify_ms.64"),
     ("64 = 889.0", "64 = -1.0", "costs.verify_ms.64"),
     ("64 = 889.0", "", "costs.verify_ms"),  # a required point missing
-    ("128 = 1753.0", "128 = 1753.0\n300 = 4000.0", "costs.verify_ms.300"),
+    ("128 = 1753.0", "128 = 1753.0\n600 = 4000.0", "costs.verify_ms.600"),
 ])
 def test_wrong_type_or_value_names_key_and_file(tmp_path: Path, old: str, new: str,
                                                 key: str) -> None:
@@ -176,16 +176,15 @@ def test_gpu_table_never_shorter_at_equal_acceptance(accept: float) -> None:
 # ---- plumbing into the engine and `edge-spec run` ----------------------------------------
 
 def test_engine_takes_a_profile() -> None:
+    from edge_spec.engine import Engine, EngineConfig
     from edge_spec.runtimes.fake import FakeRuntime
 
-    from edge_spec.engine import Engine, EngineConfig
-
     eng = Engine(FakeRuntime(follow="x = 1\n"), None, profile="rtx4090")
-    assert eng.config.n_gpu_layers == -1 and eng.controller.cfg.k_max == 128
+    assert eng.config.runtime.n_gpu_layers == -1 and eng.controller.cfg.k_max == 128
     assert eng.controller.verify_ms(1) == pytest.approx(4.31)
-    eng = Engine(FakeRuntime(follow="x = 1\n"), None, EngineConfig(max_reference_chars=10),
+    eng = Engine(FakeRuntime(follow="x = 1\n"), None, EngineConfig().override(max_reference_chars=10),
                  profile=load_profile("cpu-2core"))
-    assert eng.config.max_reference_chars == 10 and eng.config.n_threads == 2
+    assert eng.config.reference.max_reference_chars == 10 and eng.config.runtime.threads == 2
 
 
 class _Stop(UserError):
@@ -211,14 +210,14 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> dict:
 def test_run_profile_precedence(captured: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     one_line_error(invoke("run", "--prompt", "x", "--profile", "rtx4090", "--threads", "3"))
     cfg = captured["cfg"]
-    assert cfg.n_threads == 3  # flag beats profile
-    assert cfg.n_gpu_layers == -1 and cfg.controller.k_max == 128  # profile beats default
+    assert cfg.runtime.threads == 3  # flag beats profile
+    assert cfg.runtime.n_gpu_layers == -1 and cfg.controller.k_max == 128  # profile beats default
     assert cfg.controller.verify_ms[1] == pytest.approx(4.31)
     assert captured["drafter"] == "qwen2.5-coder-0.5b-instruct"
     one_line_error(invoke("run", "--prompt", "x", "--profile", "rtx4090", "--k-max", "16",
                           "--n-gpu-layers", "10", "--draft", "reference"))
     cfg = captured["cfg"]
-    assert cfg.controller.k_max == 16 and cfg.n_gpu_layers == 10 and cfg.draft == "reference"
+    assert cfg.controller.k_max == 16 and cfg.runtime.n_gpu_layers == 10 and cfg.drafter.kind == "reference"
     assert captured["drafter"] is None
     # The environment names a profile when the flag does not; no profile = built-in defaults.
     monkeypatch.setenv("EDGE_SPEC_PROFILE", "apple-m")
@@ -269,7 +268,7 @@ def _sane(prof, quick: bool) -> None:  # noqa: ANN001
 
 @pytest.mark.real
 def test_calibrate_quick_writes_loadable_profile(smollm2_path: Path, tmp_path: Path) -> None:
-    from edge_spec.calibrate import calibrate
+    from edge_spec.bench.calibrate import calibrate
     from edge_spec.fsutil import write_text
 
     steps: list[tuple[int, int]] = []

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 from conftest import load_tasks
-from edge_spec.runtimes.llamacpp import LlamaCppConfig, LlamaCppRuntime
 from lossless import batch_noise, first_divergence
 
 from edge_spec.engine import Engine, EngineConfig
+from edge_spec.runtimes.base import RuntimeOptions
+from edge_spec.runtimes.llamacpp import LlamaCppRuntime
 
 
 def check_tasks(engine: Engine, tasks: list[dict], max_tokens: int,
@@ -39,10 +40,10 @@ def check_tasks(engine: Engine, tasks: list[dict], max_tokens: int,
 
 @pytest.mark.real
 def test_smollm2_spec_equals_plain(smollm2_path, capsys) -> None:  # noqa: ANN001
-    cfg = LlamaCppConfig(n_ctx=4096, n_threads=2)
+    cfg = RuntimeOptions(n_ctx=4096, threads=2)
     # SmolLM2 drafting for itself: a real second runtime with the same vocabulary.
     engine = Engine(LlamaCppRuntime(smollm2_path, cfg), LlamaCppRuntime(smollm2_path, cfg),
-                    EngineConfig(draft="hybrid"))
+                    EngineConfig().override(kind="hybrid"))
     report: list[str] = []
     try:
         check_tasks(engine, load_tasks(n=5), 160, (("reference", None), ("hybrid", None), ("model", 4), ("reference", 8)), report)
@@ -54,7 +55,7 @@ def test_smollm2_spec_equals_plain(smollm2_path, capsys) -> None:  # noqa: ANN00
 @pytest.mark.slow
 def test_qwen_pair_spec_equals_plain(qwen_paths, capsys) -> None:  # noqa: ANN001
     target, drafter = qwen_paths
-    engine = Engine(target, drafter, EngineConfig(n_ctx=4096, n_threads=2))
+    engine = Engine(target, drafter, EngineConfig().override(n_ctx=4096, threads=2))
     report: list[str] = []
     try:
         check_tasks(engine, load_tasks(n=5), 96, (("hybrid", None),), report)

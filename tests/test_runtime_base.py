@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from edge_spec.runtimes.base import chunked_eval
 
 from edge_spec.errors import UserError
+from edge_spec.runtimes.base import chunked_eval
 
 
 class Rows:

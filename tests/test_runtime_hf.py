@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import load_tasks
-from edge_spec.runtimes.base import RuntimeOptions
 
 from edge_spec.errors import UserError
+from edge_spec.runtimes.base import RuntimeOptions
 
 pytestmark = pytest.mark.real
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 CODE = "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n"
-OPTS = RuntimeOptions(n_ctx=4096, n_threads=1)
+OPTS = RuntimeOptions(n_ctx=4096, threads=1)
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +65,8 @@ def test_rows_requested_are_rows_returned(hf_rt) -> None:  # noqa: ANN001
 
 
 def test_vocab_matches_llamacpp(hf_rt, smollm2_rt) -> None:  # noqa: ANN001
-    from edge_spec.chat import chat_tokens
-    from edge_spec.pairing import pair_problem
+    from edge_spec.core.chat import chat_tokens
+    from edge_spec.core.pairing import pair_problem
 
     rt, lc = hf_rt, smollm2_rt
     a, b = rt.vocab, lc.vocab
@@ -87,7 +87,7 @@ def test_vocab_matches_llamacpp(hf_rt, smollm2_rt) -> None:  # noqa: ANN001
 def test_greedy_spec_equals_plain_exactly(hf_rt, capsys) -> None:  # noqa: ANN001
     from edge_spec.engine import Engine, EngineConfig
 
-    engine = Engine(hf_rt, None, EngineConfig(draft="reference"))
+    engine = Engine(hf_rt, None, EngineConfig().override(kind="reference"))
     task = load_tasks(n=2)[1]  # the smallest task whose answer is not a few tokens
     report = []
     plain = None
@@ -108,7 +108,7 @@ def test_greedy_spec_equals_plain_exactly(hf_rt, capsys) -> None:  # noqa: ANN00
 
 
 def test_torch_vs_llamacpp_argmax(hf_rt, smollm2_rt, capsys) -> None:  # noqa: ANN001
-    from edge_spec.chat import chat_tokens
+    from edge_spec.core.chat import chat_tokens
 
     toks = chat_tokens(hf_rt, [{"role": "user", "content": "Explain this code:\n" + CODE}])
     rows = range(len(toks))
@@ -125,7 +125,7 @@ def test_torch_vs_llamacpp_argmax(hf_rt, smollm2_rt, capsys) -> None:  # noqa: A
 
 
 def test_cli_run_torch(smollm2_hf_dir: Path) -> None:
-    from edge_spec.cli import main
+    from edge_spec.cli.main import main
 
     t0 = time.perf_counter()
     res = CliRunner().invoke(main, ["run", "--runtime", "torch", "--model", str(smollm2_hf_dir),

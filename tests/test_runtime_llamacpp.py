@@ -18,8 +18,12 @@ def test_batch_vs_single_and_truncate(smollm2_rt, capsys) -> None:  # noqa: ANN0
     assert full.shape == (len(toks), rt.n_vocab)
     rt.truncate(0)
     single = np.stack([rt.eval([t])[0].copy() for t in toks])
-    assert (full.argmax(1) == single.argmax(1)).all()
     diff = float(np.abs(full - single).max())
+    # Batched and one-token evaluation may pick different tokens only where the top two are
+    # closer than the difference between the two evaluations (DESIGN.md section 7).
+    for i in np.flatnonzero(full.argmax(1) != single.argmax(1)):
+        top = np.sort(single[i])[-2:]
+        assert top[1] - top[0] <= diff, (int(i), float(top[1] - top[0]), diff)
     rt.truncate(5)
     assert rt.n_tokens == 5 and rt.tokens == toks[:5]
     again = rt.eval(toks[5:], rows=range(len(toks) - 5))
@@ -51,10 +55,10 @@ def test_vocab_and_detokenize(smollm2_rt) -> None:  # noqa: ANN001
 
 
 def test_context_overflow_is_a_user_error(smollm2_path) -> None:  # noqa: ANN001
-    from edge_spec.runtimes.llamacpp import LlamaCppConfig, LlamaCppRuntime
-
     from edge_spec.errors import UserError
+    from edge_spec.runtimes.base import RuntimeOptions
+    from edge_spec.runtimes.llamacpp import LlamaCppRuntime
 
-    rt = LlamaCppRuntime(smollm2_path, LlamaCppConfig(n_ctx=64, n_threads=2))
+    rt = LlamaCppRuntime(smollm2_path, RuntimeOptions(n_ctx=64, threads=2))
     with pytest.raises(UserError, match="context"):
         rt.eval(list(range(100, 110 + rt.n_ctx)))

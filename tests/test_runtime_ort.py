@@ -25,16 +25,15 @@ pytest.importorskip("onnx")
 pytest.importorskip("tokenizers")
 pytest.importorskip("onnx_ir")  # the model builder's own dependency (export extra)
 
+from edge_spec.cli.main import main  # noqa: E402
+from edge_spec.engine import Engine, EngineConfig  # noqa: E402
+from edge_spec.errors import UserError  # noqa: E402
 from edge_spec.runtimes.base import RuntimeOptions  # noqa: E402
 from edge_spec.runtimes.ort import OrtRuntime  # noqa: E402
 
-from edge_spec.cli import main  # noqa: E402
-from edge_spec.engine import Engine, EngineConfig  # noqa: E402
-from edge_spec.errors import UserError  # noqa: E402
-
 pytestmark = pytest.mark.real
-OPTS = RuntimeOptions(n_ctx=2048, n_threads=2)
-CODE = (Path(__file__).resolve().parents[1] / "edge_spec" / "loop.py").read_text()[:1500]
+OPTS = RuntimeOptions(n_ctx=2048, threads=2)
+CODE = (Path(__file__).resolve().parents[1] / "edge_spec" / "core" / "loop.py").read_text()[:1500]
 
 
 @pytest.fixture(scope="session")
@@ -144,7 +143,7 @@ def test_truncate_and_rows(ort_int8: OrtRuntime, onnx_dirs: dict[str, Path]) -> 
 
 def _spec_vs_plain(rt: OrtRuntime, tasks: list[dict], max_tokens: int, exact: bool,
                    report: list[str]) -> None:
-    engine = Engine(rt, None, EngineConfig(draft="reference"))
+    engine = Engine(rt, None, EngineConfig().override(kind="reference"))
     for t in tasks:
         plain = engine.apply(t["original"], t["update"], t["instruction"], draft="none",
                              max_tokens=max_tokens)
@@ -176,7 +175,7 @@ def test_spec_equals_plain(ort_fp32: OrtRuntime, ort_int8: OrtRuntime, capsys) -
 
 
 def test_pairs_with_gguf(ort_int8: OrtRuntime, smollm2_rt, capsys) -> None:  # noqa: ANN001
-    from edge_spec.pairing import pair_problem
+    from edge_spec.core.pairing import pair_problem
 
     a, b = ort_int8.vocab, smollm2_rt.vocab
     assert (a.size, a.vocab_type, a.bos_id, a.eos_id) == (b.size, b.vocab_type, b.bos_id, b.eos_id)
@@ -201,7 +200,7 @@ def test_pairs_with_gguf(ort_int8: OrtRuntime, smollm2_rt, capsys) -> None:  # n
 
 def test_matches_torch(ort_fp32: OrtRuntime, smollm2_hf_dir: Path, capsys) -> None:  # noqa: ANN001
     hf = pytest.importorskip("edge_spec.runtimes.hf")
-    torch_rt = hf.open_runtime(smollm2_hf_dir, RuntimeOptions(n_ctx=512, n_threads=2,
+    torch_rt = hf.open_runtime(smollm2_hf_dir, RuntimeOptions(n_ctx=512, threads=2,
                                                               dtype="float32"))
     toks = ort_fp32.tokenize(CODE)[:48]
     ort_fp32.truncate(0)

@@ -17,15 +17,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from lossless import assert_same_or_near_tie
 
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 uvicorn = pytest.importorskip("uvicorn")
 pytest.importorskip("fastapi")
 
+from edge_spec.core.verify import SamplingConfig  # noqa: E402
 from edge_spec.engine import Engine, EngineConfig  # noqa: E402
-from edge_spec.server import ServerSettings, code_blocks, create_app  # noqa: E402
-from edge_spec.verify import SamplingConfig  # noqa: E402
+from edge_spec.server.app import ServerSettings, code_blocks, create_app  # noqa: E402
 
 pytestmark = pytest.mark.real
 
@@ -66,7 +67,7 @@ def _wait_healthy(base: str, timeout: float = 60) -> dict:
 
 @pytest.fixture(scope="module")
 def engine(smollm2_path: Path) -> Engine:
-    return Engine(str(smollm2_path), None, EngineConfig(n_ctx=2048, n_threads=2, draft="reference"))
+    return Engine(str(smollm2_path), None, EngineConfig().override(n_ctx=2048, threads=2, kind="reference"))
 
 
 @pytest.fixture(scope="module")
@@ -146,13 +147,18 @@ def test_completions_and_models(srv: SimpleNamespace) -> None:
     assert "".join(c.choices[0].text for c in chunks) == resp.choices[0].text
 
 
-def test_prediction_accounting(srv: SimpleNamespace, greedy: dict[str, str]) -> None:
+def test_prediction_accounting(srv: SimpleNamespace, greedy: dict[str, str],
+                               engine: Engine) -> None:
     prompt = PROMPTS[0]
     plain = greedy[prompt]
     right = _chat(srv, prompt, prediction={"type": "content", "content": plain})
-    assert right.choices[0].message.content == plain
+    got = right.choices[0].message.content
+    # Other drafts mean other batch shapes: llama.cpp may part at a numeric near-tie.
+    tie = assert_same_or_near_tie(engine.target, engine.prompt_tokens(prompt), plain, got,
+                                  "prediction = plain output")
     d = right.usage.completion_tokens_details
-    assert d.rejected_prediction_tokens == 0 and d.accepted_prediction_tokens > 0
+    assert d.accepted_prediction_tokens > 0
+    assert tie is not None or d.rejected_prediction_tokens == 0
     timings = right.model_dump()["usage"]["timings"]
     assert timings["accepted"] > 0 and timings["tokens_per_forward"] > 1
 
@@ -161,7 +167,8 @@ def test_prediction_accounting(srv: SimpleNamespace, greedy: dict[str, str]) -> 
         "type": "content",
         "content": [{"type": "text", "text": "The quick brown fox jumps over the lazy dog. "},
                     {"type": "text", "text": "Lorem ipsum dolor sit amet."}]})
-    assert wrong.choices[0].message.content == plain
+    assert_same_or_near_tie(engine.target, engine.prompt_tokens(prompt), plain,
+                             wrong.choices[0].message.content, "wrong prediction")
     d = wrong.usage.completion_tokens_details
     assert d.rejected_prediction_tokens > 0
     assert d.accepted_prediction_tokens < d.rejected_prediction_tokens
@@ -394,7 +401,7 @@ def test_ttft_and_speed_server_vs_in_process(srv: SimpleNamespace, engine: Engin
 def test_cli_serve_load_failure_is_one_line_error(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from edge_spec.cli import main
+    from edge_spec.cli.main import main
 
     res = CliRunner().invoke(main, ["serve", "--model", str(tmp_path / "missing.gguf"),
                                     "--port", "0", "--log-level", "error"])

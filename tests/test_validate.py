@@ -13,7 +13,7 @@ import pytest
 from conftest import load_fuzz
 
 from edge_spec.errors import UserError
-from edge_spec.validate import GGML_TYPES, Omitted, check_gguf, gguf_summary
+from edge_spec.store.validate import GGML_TYPES, Omitted, check_gguf, gguf_summary
 
 fz = load_fuzz("fuzz_gguf")
 SAMPLE = fz.sample_gguf()
@@ -223,14 +223,14 @@ def test_long_string_is_checked_in_chunks_not_kept(tmp_path: Path) -> None:
 
 
 def test_item_limit_bounds_the_walk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("edge_spec.validate.MAX_ITEMS", 50)
+    monkeypatch.setattr("edge_spec.store.validate.MAX_ITEMS", 50)
     path = tmp_path / "many.gguf"
     path.write_bytes(SAMPLE)
     _expect_fail(path, "more than 50 strings and arrays in the header")
 
 
 def test_keep_budget_omits_values_not_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("edge_spec.validate.KEEP_BUDGET", 150)
+    monkeypatch.setattr("edge_spec.store.validate.KEEP_BUDGET", 150)
     path = tmp_path / "ok.gguf"
     path.write_bytes(SAMPLE)
     m = check_gguf(path).metadata

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edge_spec.verify import SamplingConfig, target_probs, verify_greedy, verify_stochastic
+from edge_spec.core.verify import SamplingConfig, target_probs, verify_greedy, verify_stochastic
 
 V = 10
 N = 100_000

@@ -1,5 +1,8 @@
-"""Drafters propose tokens for the target to verify: reference (prompt lookup), model, hybrid."""
+"""Drafters propose tokens for the target to verify: reference (prompt lookup) and model.
 
-from edge_spec.drafters.base import Draft, Drafter
+A "hybrid" is not a drafter of its own: it is a list of drafters the controller arbitrates.
+"""
 
-__all__ = ["Draft", "Drafter"]
+from edge_spec.core.types import Draft, Drafter, Reference
+
+__all__ = ["Draft", "Drafter", "Reference"]

@@ -11,27 +11,18 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from edge_spec.drafters.base import EMPTY, Draft
+import numpy as np
+
+from edge_spec.config.settings import ReferenceSettings
+from edge_spec.core.types import EMPTY, Draft, Reference
 from edge_spec.errors import UserError
-
-if TYPE_CHECKING:
-    from edge_spec.adapt import Controller
-    from edge_spec.runtimes.base import Runtime
+from edge_spec.runtimes.base import Runtime
 
 _MAX_CANDIDATES = 32  # most recent occurrences per n-gram: bounds the per-step cost
 
 
-@dataclass(frozen=True)
-class ReferenceConfig:
-    """Knobs of the reference drafter."""
-
-    ngram_min: int = 2
-    ngram_max: int = 32
-    text_min_chars: int = 12
-    max_reference_tokens: int = 200_000
+ReferenceConfig = ReferenceSettings  # the settings tree's reference section
 
 
 def _bucket(n: int) -> str:
@@ -46,9 +37,9 @@ class ReferenceDrafter:
 
     name = "reference"
 
-    def __init__(self, runtime: Runtime, config: ReferenceConfig | None = None) -> None:
+    def __init__(self, runtime: Runtime, config: ReferenceSettings | None = None) -> None:
         self.rt = runtime
-        self.cfg = config or ReferenceConfig()
+        self.cfg = config or ReferenceSettings()
         self._refs: list[list[int]] = []
         self._cuts: list[list[int]] = []
         self._index: list[dict[tuple[int, ...], list[int]]] = []
@@ -59,20 +50,22 @@ class ReferenceDrafter:
         self._text_pos: dict[int, int] = {}
         self._n_prompt = 0
 
-    def begin(self, prompt: Sequence[int], references: Sequence[str]) -> None:
+    def begin(self, prompt: Sequence[int], references: Sequence[Reference],
+              rng: np.random.Generator | None = None) -> None:
         self._refs = [list(prompt)]
         self._cuts = [[]]
         self._n_prompt = len(prompt)
         self._index = [defaultdict(list)]
         self._indexed = 0
-        self._texts = [self.rt.detokenize(prompt), *references]
-        for text in references:
-            toks = self.rt.tokenize(text, special=False)
+        refs = [Reference.of(r) for r in references]
+        self._texts = [self.rt.detokenize(prompt), *(r.text for r in refs)]
+        for ref in refs:
+            toks = self.rt.tokenize(ref.text, special=False)
             if len(toks) > max(self.rt.n_ctx, self.cfg.max_reference_tokens):
                 raise UserError(f"a reference of {len(toks)} tokens is longer than the context "
                                 f"window ({self.rt.n_ctx}); pass a smaller reference file")
             self._refs.append(toks)
-            self._cuts.append(self._token_cuts(text, toks))
+            self._cuts.append(self._token_cuts(ref, toks))
             self._index.append(self._build(toks, len(toks)))
         self._align = self._last = None
         self._text_pos = {}
@@ -85,9 +78,9 @@ class ReferenceDrafter:
             index[tuple(toks[p - n:p])].append(p)
         return index
 
-    def _token_cuts(self, text: str, toks: Sequence[int]) -> list[int]:
+    def _token_cuts(self, ref: Reference, toks: Sequence[int]) -> list[int]:
         """Token indices of the reference's cut points (character offsets -> tokens)."""
-        cuts = getattr(text, "cuts", ())
+        text, cuts = ref.text, ref.cuts
         if not cuts:
             return []
         starts, pos = [], 0
@@ -121,7 +114,7 @@ class ReferenceDrafter:
             n += 1
         return n
 
-    def propose(self, context: Sequence[int], limit: int, ctl: Controller) -> Draft:
+    def propose(self, context: Sequence[int], limit: int) -> Draft:
         if limit <= 0:
             return EMPTY
         if len(context) == self._n_prompt and len(self._refs) > 1:
@@ -147,7 +140,7 @@ class ReferenceDrafter:
             ref = self._refs[r]
             same = self._last is not None and self._last[0] == r
             anchor = self._last[1] if same else 0  # type: ignore[index]
-            for p in self._candidates(index.get(key, ()), anchor):
+            for p in self._candidates(index.get(key, []), anchor):
                 if p >= len(ref):
                     continue
                 # Longest match first; ties go to the occurrence just after the last alignment

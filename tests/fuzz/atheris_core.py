@@ -30,7 +30,7 @@ import numpy  # noqa: E402,F401 - imported before instrumentation: not worth ins
 with atheris.instrument_imports(include=["edge_spec", "fuzz_core"]):
     import fuzz_core
 
-    import edge_spec.profile  # noqa: F401 - imported lazily by fuzz_core: instrument it here
+    import edge_spec.config.profiles  # noqa: F401 - imported lazily by fuzz_core: instrument it here
     from edge_spec.drafters.base import Reference
 
 REPO = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 with atheris.instrument_imports():
     import fuzz_gguf
 
-    import edge_spec.validate  # noqa: F401 - instrumented for coverage
+    import edge_spec.store.validate  # noqa: F401 - instrumented for coverage
 
 SCRATCH = Path(tempfile.mkdtemp(prefix="atheris_gguf_")) / "input.gguf"
 

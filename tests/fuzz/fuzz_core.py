@@ -12,12 +12,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from edge_spec.runtimes.fake import OFFSET, FakeRuntime
-
-from edge_spec.adapt import Controller
+from edge_spec.core.textstream import TextStream
+from edge_spec.core.types import Reference
 from edge_spec.drafters.reference import ReferenceConfig, ReferenceDrafter
 from edge_spec.errors import UserError
-from edge_spec.textstream import TextStream
+from edge_spec.runtimes.fake import OFFSET, FakeRuntime
 
 # --------------------------------------------------------------------------------------------
 # TextStream: token bytes in, UTF-8-safe deltas out, cut at the first stop string.
@@ -118,17 +117,17 @@ def check_reference(prompt: Sequence[int], references: Sequence[str],
     cfg = ReferenceConfig(ngram_min=ngram_min, ngram_max=ngram_max,
                           text_min_chars=text_min_chars)
     d = ReferenceDrafter(rt, cfg)
-    ctl = Controller()
-    ref_toks = [rt.tokenize(r, special=False) for r in references]
-    cuts = [[], *(sorted({min(len(str(r)[:c].encode()), len(t)) for c in getattr(r, "cuts", ())})
-                  for r, t in zip(references, ref_toks, strict=True))]
+    refs = [Reference.of(r) for r in references]
+    ref_toks = [rt.tokenize(r.text, special=False) for r in refs]
+    cuts = [[], *(sorted({min(len(r.text[:c].encode()), len(t)) for c in r.cuts})
+                  for r, t in zip(refs, ref_toks, strict=True))]
     drafted: dict[str, int] = {}
     for _ in range(requests):
         d.begin(list(prompt), list(references))
-        texts = [rt.detokenize(prompt).encode(), *(r.encode() for r in references)]
+        texts = [rt.detokenize(prompt).encode(), *(r.text.encode() for r in refs)]
         ctx = list(prompt)
         for limit, k_raw, acc_raw, nxt in steps:
-            draft = d.propose(list(ctx), limit, ctl)
+            draft = d.propose(list(ctx), limit)
             toks = draft.tokens
             assert isinstance(toks, list) and all(isinstance(t, int) for t in toks)
             assert len(toks) <= max(limit, 0), (len(toks), limit)
@@ -176,7 +175,7 @@ def _check_origin(feature: str, toks: list[int], ctx: list[int], refs: list[list
 
 def check_profile_text(text: str) -> Any:
     """parse_profile(text) returns a Profile or raises a one-line UserError, nothing else."""
-    from edge_spec.profile import parse_profile
+    from edge_spec.config.profiles import parse_profile
 
     try:
         prof = parse_profile(text, "fuzz.toml")

@@ -8,8 +8,8 @@ As a script it is a differential fuzzer against llama.cpp's own GGUF parser (nee
 llama-cpp-python): `PYTHONPATH=. python tests/fuzz/fuzz_gguf.py 5000 [seed]` lists the
 inputs check_gguf accepts but llama.cpp refuses or dies on, and exits 1 if there are any.
 
->>> data = sample_gguf()
->>> check_bytes(mutate(data, [("put8", 16, 2**63)]), Path("/tmp/x.gguf"))
+Example: `data = sample_gguf()`, then
+`check_bytes(mutate(data, [("put8", 16, 2**63)]), Path("/tmp/x.gguf"))`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_spec.errors import UserError
-from edge_spec.validate import GGUFHeader, check_gguf
+from edge_spec.store.validate import GGUFHeader, check_gguf
 
 U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64 = range(13)
 _FMT = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f",

@@ -5,7 +5,7 @@ so every request that parses also generates. The property: any body gets a well-
 (200 with a completion object, or 4xx with an OpenAI-style error object), never a 500, never a
 hang. Shared by tests/test_fuzz_server.py (hypothesis) and tests/fuzz/atheris_server.py.
 
->>> client = make_client(); check_request(client, "/v1/completions", b'{"prompt": "x"}', {})
+Example: `check_request(make_client(), "/v1/completions", b'{"prompt": "x"}', {})`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from edge_spec.runtimes.fake import FakeRuntime
-
 from edge_spec.engine import Engine, EngineConfig
-from edge_spec.server import ServerSettings, create_app
+from edge_spec.runtimes.fake import FakeRuntime
+from edge_spec.server.app import ServerSettings, create_app
 
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/apply")
 MAX_BODY = 4096
@@ -29,7 +28,7 @@ def make_client(api_key: str | None = None):  # noqa: ANN201 - a TestClient
     from starlette.testclient import TestClient
 
     engine = Engine(FakeRuntime(follow="def f(x):\n    return x\n", n_ctx=512), None,
-                    EngineConfig(draft="reference"))
+                    EngineConfig().override(kind="reference"))
     app = create_app(engine, ServerSettings(api_key=api_key, max_body_bytes=MAX_BODY))
     client = TestClient(app, raise_server_exceptions=True)
     client.__enter__()  # runs the lifespan: the engine is ready before the first request

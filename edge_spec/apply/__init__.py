@@ -1,0 +1,18 @@
+"""Code apply: prompts, the naive merge, output cleaning and the apply plan every front end runs."""
+
+from edge_spec.apply.clean import clean_output, lazy_lines
+from edge_spec.apply.naive import MARKER, edit_references, naive_merge
+from edge_spec.apply.plan import ApplyPlan, ApplyResult, check_policy, plan_apply
+from edge_spec.apply.templates import (
+           LANGS,
+           SYSTEM,
+           TEMPLATES,
+           Template,
+           build_messages,
+           pick_template,
+)
+from edge_spec.config.settings import LAZY_POLICIES
+
+__all__ = ["LANGS", "LAZY_POLICIES", "MARKER", "SYSTEM", "TEMPLATES", "ApplyPlan", "ApplyResult",
+           "Template", "build_messages", "check_policy", "clean_output", "edit_references",
+           "lazy_lines", "naive_merge", "pick_template", "plan_apply"]

@@ -1,0 +1,115 @@
+"""The apply pipeline: one plan per request, built here and run by every front end.
+
+A plan holds what the model needs (prompt tokens, answer prefix, stop strings, references with
+cut points, token budget) and what turns its answer into the file (cleaning, CRLF, the lazy-answer
+policy). `Engine.apply`, the server, `edge-spec run` and `edge-spec bench` (its peers included)
+all go through `plan_apply` and `ApplyPlan.finish`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from edge_spec.apply.clean import clean_output, lazy_lines
+from edge_spec.apply.naive import MARKER, edit_references
+from edge_spec.apply.templates import Template, build_messages, pick_template
+from edge_spec.config.settings import LAZY_POLICIES
+from edge_spec.core.chat import chat_tokens
+from edge_spec.core.stats import Stats
+from edge_spec.core.types import Reference
+from edge_spec.errors import UserError
+from edge_spec.runtimes.base import Runtime
+
+
+@dataclass
+class ApplyResult:
+    """The merged file, the raw model answer and the generation stats."""
+
+    text: str
+    raw: str
+    stats: Stats
+    template: str
+    extra: dict[str, Any] = field(default_factory=dict)
+    # 1-based lines of the model's answer that are edit markers the original does not have:
+    # the model left code out ("lazy" output). `fallback` says what replaced its text, if anything.
+    lazy_lines: list[int] = field(default_factory=list)
+    fallback: str | None = None
+
+
+@dataclass(frozen=True)
+class ApplyPlan:
+    """Everything one apply request needs, computed once."""
+
+    original: str  # as given (CRLF kept)
+    template: Template
+    tokens: list[int]
+    prefix: str
+    stop: tuple[str, ...]
+    references: tuple[Reference, ...]
+    budget: int
+    merged: str  # the naive merge (LF line ends)
+
+    @property
+    def crlf(self) -> bool:
+        return "\r\n" in self.original
+
+    def stream_filter(self, on_delta: Callable[[str], None] | None
+                      ) -> Callable[[str], None] | None:
+        """Wrap a delta callback so streamed text gets the original's line ends."""
+        if on_delta is None or not self.crlf:
+            return on_delta
+        user_cb = on_delta
+        return lambda d: user_cb(d.replace("\n", "\r\n"))
+
+    def clean(self, raw: str, stopped: bool) -> str:
+        """The model's raw answer -> file text (wrapper gone, final newline and CRLF as the
+        original's)."""
+        return clean_output(raw, self.original, self.prefix, self.stop, stopped)
+
+    def finish(self, raw: str, stats: Stats, tokens: list[int], on_lazy: str = "keep"
+               ) -> ApplyResult:
+        """The result of a finished generation, with the lazy-answer policy applied."""
+        text = self.clean(raw, stats.finish_reason == "stop")
+        res = ApplyResult(text=text, raw=raw, stats=stats, template=self.template.name,
+                          extra={"tokens": tokens, "prompt": self.tokens})
+        return _lazy_policy(res, on_lazy, self.original, self.merged)
+
+
+def plan_apply(target: Runtime, original: str, update: str, instruction: str | None = None, *,
+               template: str | None = None, lang: str = "",
+               max_tokens: int | None = None) -> ApplyPlan:
+    """Build the plan for merging `update` into `original` with `target`."""
+    original_lf, update_lf = original.replace("\r\n", "\n"), update.replace("\r\n", "\n")
+    tpl = pick_template(target.metadata, template)
+    msgs, prefix, stop = build_messages(tpl, original_lf, update_lf, instruction, lang)
+    tokens = chat_tokens(target, msgs) + target.tokenize(prefix, special=False)
+    # The snippet's marker lines never appear in the answer: drafting them only wastes verifies.
+    snippet = "\n".join(ln for ln in update_lf.splitlines() if not MARKER.match(ln))
+    merged, orig_ref = edit_references(original_lf, update_lf)
+    budget = max_tokens or int(len(target.tokenize(original_lf + update_lf)) * 1.3) + 64
+    return ApplyPlan(original=original, template=tpl, tokens=tokens, prefix=prefix, stop=stop,
+                     references=(merged, orig_ref, Reference(snippet)), budget=budget,
+                     merged=merged.text)
+
+
+def check_policy(on_lazy: str) -> None:
+    if on_lazy not in LAZY_POLICIES:
+        raise UserError(f"unknown on_lazy {on_lazy!r}: use one of {', '.join(LAZY_POLICIES)}")
+
+
+def _lazy_policy(res: ApplyResult, policy: str, original: str, merged: str) -> ApplyResult:
+    """Apply `policy` to an answer with elided code: keep it, use `merged` (the naive merge, LF
+    line ends), or refuse."""
+    res.lazy_lines = lazy_lines(res.text, original)
+    if not res.lazy_lines or policy == "keep" or res.stats.finish_reason == "cancelled":
+        return res
+    where = ", ".join(map(str, res.lazy_lines[:8])) + (" ..." if len(res.lazy_lines) > 8 else "")
+    if policy == "error":
+        raise UserError(f"the model left {len(res.lazy_lines)} '... existing code ...' marker(s) "
+                        f"in the merged file (line {where}), so code would be lost; use a model "
+                        "trained for apply, or accept the naive merge (on_lazy='naive')")
+    res.text = merged.replace("\n", "\r\n") if "\r\n" in original else merged
+    res.fallback = "naive"
+    return res

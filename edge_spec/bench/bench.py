@@ -1,0 +1,185 @@
+"""`edge-spec bench`: plain vs speculative vs peers, interleaved per task, on one machine.
+
+Every ratio is measured side by side in the same run: for each repeat and task, each mode runs
+once in turn (A B C A B C), so machine drift hits all modes alike.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics as st
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from edge_spec.apply.clean import lazy_lines
+from edge_spec.bench.metrics import line_similarity, ws_equal
+from edge_spec.bench.modes import RESULT_FIELDS, Mode, apply_plan, baseline_of
+from edge_spec.bench.neartie import divergence
+from edge_spec.bench.peers import PldPeer
+from edge_spec.bench.peers_hf import HfPeer, run_hf
+from edge_spec.core.chat import chat_tokens
+from edge_spec.errors import UserError
+
+
+def run_ours(engine: Any, task: dict[str, Any], mode: Mode, max_tokens: int | None,
+             template: str | None = None) -> dict[str, Any]:
+    if "prompt" in task:
+        res = engine.generate(task["prompt"], max_tokens=max_tokens or 256, draft=mode.draft,
+                              fixed_k=mode.fixed_k)
+        text, stats = res.text, res.stats
+    else:
+        res = engine.apply(task["original"], task["update"], task.get("instruction"),
+                           lang=task.get("language", ""), max_tokens=max_tokens,
+                           draft=mode.draft, fixed_k=mode.fixed_k, template=template)
+        text, stats = res.text, res.stats
+    d = stats.to_dict(steps=True)
+    d["text"] = text
+    d["k_trace"] = [s["k"] for s in d.pop("steps")]
+    # Token ids for the near-tie check of a "≠ plain" result; dropped before results are saved.
+    if "prompt" in task:
+        d["_ids"] = (engine.prompt_tokens(task["prompt"]), list(res.tokens))
+    else:
+        d["_ids"] = (res.extra["prompt"], list(res.extra["tokens"]))
+    return d
+
+
+def run_task(engine: Any, peer: PldPeer | None, task: dict[str, Any], mode: Mode,
+             max_tokens: int | None, template: str | None = None,
+             hf: Any = None) -> dict[str, Any]:
+    """One measurement; errors are recorded, never raised."""
+    try:
+        if mode.peer and mode.peer.startswith("hf-"):
+            return run_hf(hf, engine, task, mode, max_tokens, template)
+        if mode.peer == "pld":
+            if peer is None:
+                raise UserError("llamacpp-pld needs the llama.cpp target")
+            if "prompt" in task:
+                toks = chat_tokens(engine.target, [{"role": "user", "content": task["prompt"]}])
+                d = peer.run(toks, max_tokens or 256, (), mode.param or 10)
+            else:
+                plan = apply_plan(engine, task, template, max_tokens)
+                d = peer.run(plan.tokens, plan.budget, plan.stop, mode.param or 10)
+                d["text"] = plan.clean(d["text"], d["finish_reason"] == "stop")
+            return d
+        if mode.peer:
+            raise UserError(f"mode {mode.name} is not available in this build")
+        return run_ours(engine, task, mode, max_tokens, template)
+    except Exception as exc:  # noqa: BLE001 - a failing mode must not stop the benchmark
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: int,
+          max_tokens: int | None, peer_factory: Callable[[], PldPeer | None] | None = None,
+          progress: Callable[[str], None] | None = None,
+          template: str | None = None) -> list[dict[str, Any]]:
+    """Run every (repeat, task, mode) interleaved; return result records."""
+    peer = peer_factory() if peer_factory and any(m.peer == "pld" for m in modes) else None
+    hf = None
+    if any(m.peer and m.peer.startswith("hf-") for m in modes):
+        hf = HfPeer.for_engine(engine)  # loads its models on first use, once per run
+    records: list[dict[str, Any]] = []
+    for r in range(repeat):
+        for task in tasks:
+            plain_text = None
+            plain_ids = None
+            hf_text = None
+            for mode in modes:
+                d = run_task(engine, peer, task, mode, max_tokens, template, hf)
+                ids = d.pop("_ids", None)
+                rec = {"task_id": task["id"], "mode": mode.name, "repeat": r, **d}
+                text = d.get("text")
+                if mode.name == "plain":
+                    plain_text, plain_ids = text, ids
+                rec["match_plain"] = None if text is None or plain_text is None else text == plain_text
+                if rec["match_plain"] is False and ids is not None and plain_ids is not None:
+                    rec["divergence"] = _divergence(engine, plain_ids, ids)
+                if mode.name == "hf-plain":
+                    hf_text = text
+                if mode.peer and mode.peer.startswith("hf-"):  # the peer's own losslessness
+                    rec["match_hf_plain"] = None if text is None or hf_text is None else text == hf_text
+                exp = task.get("expected")
+                rec["match_expected"] = None if text is None or exp is None else text == exp
+                rec["match_expected_ws"] = None if text is None or exp is None else ws_equal(text, exp)
+                rec["line_similarity"] = (None if text is None or exp is None
+                                          else round(line_similarity(text, exp), 4))
+                # Answers that left '... existing code ...' markers in (code left out).
+                rec["lazy"] = (None if text is None or "original" not in task
+                               else len(lazy_lines(text, task["original"])))
+                rec.setdefault("error", None)
+                for f in RESULT_FIELDS:
+                    rec.setdefault(f, None)
+                records.append(rec)
+                if progress:
+                    progress(f"{task['id']} {mode.name}")
+    return records
+
+
+def _divergence(engine: Any, plain: tuple[list[int], list[int]],
+                ours: tuple[list[int], list[int]]) -> dict[str, Any] | None:
+    """The near-tie check of an output that differs from plain (same runtime, same prompt)."""
+    if plain[0] != ours[0]:
+        return None
+    try:
+        d = divergence(engine.target, plain[0], plain[1], ours[1])
+    except Exception as exc:  # noqa: BLE001 - a failed check must not stop the benchmark
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return d.to_dict() if d is not None else None
+
+
+def machine() -> dict[str, Any]:
+    """CPU model, cores and library versions for the summary."""
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions = {}
+    for pkg in ("edge-spec", "llama-cpp-python", "numpy"):
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            versions[pkg] = None
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "platform": platform.platform(), "versions": versions}
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Medians per mode, with speedups as medians of per-task ratios to the mode's baseline
+    (plain; hf-plain for the transformers peer)."""
+    def med(xs: list[float]) -> float | None:
+        xs = [x for x in xs if x is not None]
+        return round(st.median(xs), 3) if xs else None
+
+    base: dict[str, dict[tuple[str, int], float]] = {
+        b: {(r["task_id"], r["repeat"]): r["decode_tok_s"] for r in records
+            if r["mode"] == b and not r["error"] and r["decode_tok_s"]}
+        for b in ("plain", "hf-plain")}
+    out: dict[str, dict[str, Any]] = {}
+    for mode in dict.fromkeys(r["mode"] for r in records):
+        rs = [r for r in records if r["mode"] == mode]
+        ok = [r for r in rs if not r["error"]]
+        plain = base[baseline_of(mode)]
+        ratios = [r["decode_tok_s"] / plain[(r["task_id"], r["repeat"])] for r in ok
+                  if (r["task_id"], r["repeat"]) in plain and r["decode_tok_s"]]
+        out[mode] = {
+            "runs": len(rs), "errors": len(rs) - len(ok),
+            "decode_tok_s": med([r["decode_tok_s"] for r in ok]),
+            "speedup": med(ratios), "min_speedup": round(min(ratios), 3) if ratios else None,
+            "prefill_ms": med([r["prefill_ms"] for r in ok]),
+            "tokens_per_forward": med([r["tokens_per_forward"] for r in ok]),
+            "acceptance": med([r["acceptance"] for r in ok]),
+            "match_plain": sum(bool(r["match_plain"]) for r in ok),
+            "near_ties": sum(bool((r.get("divergence") or {}).get("near_tie")) for r in ok),
+            "match_expected": sum(bool(r["match_expected"]) for r in ok),
+            "match_expected_ws": sum(bool(r.get("match_expected_ws")) for r in ok),
+            "line_similarity": med([r.get("line_similarity") for r in ok]),
+            "lazy": sum(bool(r.get("lazy")) for r in ok),
+            "n_ok": len(ok), "baseline": baseline_of(mode),
+        }
+    return out

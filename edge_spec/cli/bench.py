@@ -1,0 +1,97 @@
+"""`edge-spec bench`: the side-by-side benchmark command."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from edge_spec.bench.bench import bench as run_bench
+from edge_spec.bench.bench import machine, summarize
+from edge_spec.bench.modes import load_tasks, parse_modes
+from edge_spec.bench.peers import PldPeer
+from edge_spec.bench.report import write_plots, write_results
+from edge_spec.cli.output import emit_json, int_range
+from edge_spec.config.settings import BACKENDS, RuntimeSettings
+from edge_spec.engine import build_engine
+
+
+@click.command()
+@click.option("--tasks", "tasks_path", required=True, type=click.Path(dir_okay=False),
+              help="JSONL task file (apply tasks or {'prompt': ...} lines).")
+@click.option("--limit", type=click.IntRange(1), default=None, help="First N tasks only.")
+@click.option("--skip", type=click.IntRange(0), default=0, help="Skip the first N tasks.")
+@click.option("--modes", default="plain,spec-adaptive,spec-fixed-8,llamacpp-pld", show_default=True,
+              help="Comma list: plain, spec-adaptive[-reference|-model|-hybrid], spec-fixed-K, "
+                   "spec-model-fixed-K, llamacpp-pld[-N], hf-plain, hf-pld[-N], hf-assisted "
+                   "(hf-* speedups are over hf-plain: list it too).")
+@click.option("--repeat", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--template", default=None, help="Apply prompt template (default: from the model).")
+@click.option("--no-baseline", is_flag=True,
+              help="Do not add the plain mode (accuracy runs; no speedups then).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench-out",
+              show_default=True)
+@click.option("--model", default=None, help="Target (default: the demo 1.5B).")
+@click.option("--drafter", default=None, help="Drafter (default: the demo 0.5B with the demo target).")
+@click.option("--max-tokens", type=click.IntRange(1), default=None, help="Cap output tokens per task.")
+@click.option("--threads", type=int_range(RuntimeSettings, "threads"), default=None,
+              help="CPU threads (0: all; default: the profile's).")
+@click.option("--n-ctx", type=int_range(RuntimeSettings, "n_ctx"), default=None,
+              help="Context size (default: the profile's, else 8192).")
+@click.option("--runtime", type=click.Choice(BACKENDS), default=None,
+              help="Backend: llamacpp (GGUF), ort (ONNX folder) or torch (HF folder or GGUF); "
+                   "default: the profile's, else llamacpp.")
+@click.option("--profile", envvar="EDGE_SPEC_PROFILE", default=None,
+              help="Hardware profile for the controller and runtime; flags override it.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+def bench(**o: Any) -> None:
+    """Benchmark plain decoding, edge-spec and peers side by side; JSON + Markdown + PNG."""
+    modes = parse_modes(o["modes"], baseline=not o["no_baseline"])
+    tasks = load_tasks(o["tasks_path"], o["limit"], o["skip"])
+    engine = build_engine(o["model"], o["drafter"], profile=o["profile"], n_ctx=o["n_ctx"],
+                          threads=o["threads"], runtime=o["runtime"])
+    # The llama.cpp peers only compare fairly with a llama.cpp baseline.
+    rt = engine.config.runtime
+    path = engine.target.path if rt.backend == "llamacpp" else None
+
+    def peer() -> PldPeer | None:
+        return PldPeer(path, rt.n_ctx, rt.threads) if path else None
+
+    total = len(tasks) * len(modes) * o["repeat"]
+    records = _with_progress(total, lambda cb: run_bench(engine, tasks, modes, o["repeat"],
+                                                         o["max_tokens"], peer, cb,
+                                                         o["template"]))
+    summary = summarize(records)
+    out = Path(o["out_dir"])
+    meta = {"command": "edge-spec " + " ".join(sys.argv[1:]), "tasks": o["tasks_path"],
+            "n_tasks": len(tasks), "repeat": o["repeat"], "model": engine.model_name,
+            "drafter": engine.drafter_name, "threads": rt.threads or "all",
+            "profile": o["profile"] or "built-in defaults",
+            "template": o["template"] or "from the model",
+            "machine": machine(), "date": _dt.datetime.now().isoformat(timespec="seconds")}
+    write_results(out, records, summary, meta)
+    focus = next((m.name for m in modes if m.name.startswith("spec-adaptive")), modes[-1].name)
+    write_plots(out, records, focus)
+    if o["as_json"]:
+        emit_json({"summary": summary, "out": str(out)})
+    else:
+        click.echo((out / "summary.md").read_text())
+
+
+def _with_progress(total: int, work: Any) -> Any:
+    try:
+        from rich.progress import Progress
+    except ImportError:
+        return work(None)
+    from rich.console import Console
+
+    with Progress(console=Console(stderr=True), transient=False) as prog:
+        tid = prog.add_task("bench", total=total)
+
+        def cb(what: str) -> None:
+            prog.update(tid, advance=1, description=what)
+
+        return work(cb)

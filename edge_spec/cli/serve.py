@@ -1,0 +1,136 @@
+"""`edge-spec serve`: the OpenAI-compatible server (FastAPI + uvicorn, extra `serve`)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from typing import Any
+
+import click
+
+from edge_spec.cli.output import int_range
+from edge_spec.config.settings import (
+    BACKENDS,
+    DRAFT_MODES,
+    ClusterSettings,
+    RuntimeSettings,
+    ServerSettings,
+)
+from edge_spec.engine import build_engine
+from edge_spec.errors import UserError, require
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def engine_options(o: dict[str, Any]) -> dict[str, Any]:
+    """`build_engine` keyword arguments from the command-line options."""
+    return {"model": o["model"], "drafter": o["drafter"], "profile": o.get("profile"),
+            "draft": o["draft"], "n_ctx": o["n_ctx"], "threads": o["threads"],
+            "n_gpu_layers": o["n_gpu_layers"], "runtime": o.get("runtime"),
+            "bundle": o.get("bundle"), "verify_bundle": bool(o.get("verify"))}
+
+
+def engine_factory(o: dict[str, Any]):  # noqa: ANN201 - returns a callable
+    """A callable that builds the Engine from the command-line options (run at server start)."""
+    return lambda: build_engine(**engine_options(o))
+
+
+def serve_cluster(o: dict[str, Any], settings: ServerSettings) -> None:
+    """`--cluster`: deploy engine replicas on Ray Serve (extra `cluster`); blocks until Ctrl-C."""
+    require("ray", "cluster")
+    # Ray is a heavy optional extra: imported only for --cluster.
+    from edge_spec.server.cluster import start
+    opts = {k: v for k, v in engine_options(o).items() if v is not None}
+    opts.pop("threads", None)  # per replica: ClusterSettings.threads
+    cluster = ClusterSettings(replicas=o["replicas"], address=o["address"],
+                              threads=o["threads"] if o["threads"] is not None else 1)
+    start(opts, cluster, settings, blocking=True)
+
+
+@click.command()
+@click.option("--model", default=None, help="Target model: catalogue name, .gguf path or hf:ORG/REPO/FILE.")
+@click.option("--drafter", default=None, help="Drafter model (same tokenizer as the target).")
+@click.option("--bundle", default=None, type=click.Path(file_okay=False),
+              help="An `edge-spec export` bundle: its target, drafter and runtime (flags win).")
+@click.option("--verify", is_flag=True, help="With --bundle: re-hash every file, not only changed ones.")
+@click.option("--draft", type=click.Choice(DRAFT_MODES), default=None,
+              help="Drafting: hybrid (default), reference, model or none (plain decoding).")
+@click.option("--runtime", type=click.Choice(BACKENDS), default=None,
+              help="Backend: llamacpp (GGUF), ort (ONNX folder) or torch (HF folder or GGUF); "
+                   "default: the profile's, else llamacpp.")
+@click.option("--profile", envvar="EDGE_SPEC_PROFILE", default=None,
+              help="Hardware profile: shipped/calibrated name or .toml path; flags override it.")
+@click.option("--host", default=ServerSettings.host, show_default=True, help="Address to listen on.")
+@click.option("--port", type=int_range(ServerSettings, "port"), default=ServerSettings.port,
+              show_default=True)
+@click.option("--api-key", envvar="EDGE_SPEC_API_KEY", default=None, show_envvar=True,
+              help="Require 'Authorization: Bearer KEY' on /v1/* (/health stays open).")
+@click.option("--max-queue", type=int_range(ServerSettings, "max_queue"),
+              default=ServerSettings.max_queue, show_default=True,
+              help="Requests running or waiting at once; more get 503 + Retry-After.")
+@click.option("--max-body-bytes", type=int_range(ServerSettings, "max_body_bytes"),
+              default=ServerSettings.max_body_bytes,
+              show_default=True, help="Largest request body; larger gets 413.")
+@click.option("--n-ctx", type=int_range(RuntimeSettings, "n_ctx"), default=None, help="Context size.")
+@click.option("--threads", type=int_range(RuntimeSettings, "threads"), default=None, help="CPU threads (0: all).")
+@click.option("--n-gpu-layers", type=int, default=None, help="Layers to offload to the GPU.")
+@click.option("--cluster", is_flag=True,
+              help="Serve on Ray Serve: engine replicas across a Ray cluster (extra `cluster`).")
+@click.option("--replicas", type=int_range(ClusterSettings, "replicas"),
+              default=ClusterSettings.replicas, show_default=True,
+              help="With --cluster: engine replicas (each one engine, --threads threads).")
+@click.option("--address", default=None,
+              help="With --cluster: Ray cluster to join (e.g. auto or HOST:6379); "
+                   "default: start a local one.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default="info", show_default=True)
+def serve(**o: Any) -> None:
+    """Serve an OpenAI-compatible API with Predicted Outputs (chat, completions, apply)."""
+    uvicorn = require("uvicorn", "serve")
+    # The server needs the `serve` extra (fastapi): imported only when serving.
+    from edge_spec.server.app import create_app
+    if not o["api_key"] and not _is_loopback(o["host"]):
+        click.echo(f"warning: listening on {o['host']} without an API key: anyone who can reach "
+                   "this port can use the model (set --api-key or EDGE_SPEC_API_KEY)", err=True)
+    logger = logging.getLogger("edge_spec")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(o["log_level"].upper())
+
+    failure: list[BaseException] = []
+    server: Any = None
+
+    def on_load_error(exc: BaseException) -> None:
+        failure.append(exc)
+        if server is not None:
+            server.should_exit = True
+
+    settings = ServerSettings(host=o["host"], port=o["port"], api_key=o["api_key"] or None,
+                              max_queue=o["max_queue"], max_body_bytes=o["max_body_bytes"])
+    if o["cluster"]:
+        serve_cluster(o, settings)
+        return
+    app = create_app(engine_factory(o), settings, on_load_error)
+    config = uvicorn.Config(app, host=o["host"], port=o["port"], log_level=o["log_level"],
+                            timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    try:
+        server.run()
+    except SystemExit as exc:  # uvicorn exits like this when it cannot bind
+        if exc.code not in (0, None) and not server.started:
+            raise UserError(f"could not serve on {o['host']}:{o['port']} (see the message "
+                            "above); pick another --port or --host") from None
+        raise
+    if failure:
+        exc = failure[0]
+        raise UserError(str(exc) if isinstance(exc, UserError)
+                        else f"could not load the model: {type(exc).__name__}: {exc}")

@@ -1,0 +1,1 @@
+"""The settings tree (`settings`) and hardware profiles (`profiles`)."""

@@ -1,0 +1,225 @@
+"""The settings tree: every default and bound of edge-spec, in one place.
+
+Profiles (TOML), the command line and the Python API all read these dataclasses: a profile's
+`[runtime]`, `[drafter]` and `[controller]` tables are `RuntimeSettings`, `DrafterSettings` and
+`ControllerSettings` field for field, and CLI choices come from the tuples below. Each field's
+bounds live in its metadata (`setting(...)`), so the TOML loader and click types check the same
+ranges. Precedence: command-line flag > profile > these defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import Field, dataclass, field, fields, replace
+from typing import Any
+
+DEMO_TARGET = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+DEMO_DRAFTER = "qwen2.5-coder-0.5b-instruct"
+
+BACKENDS = ("llamacpp", "ort", "torch")
+BACKEND_ALIASES: Mapping[str, str] = {
+    "onnx": "ort", "onnxruntime": "ort", "hf": "torch", "transformers": "torch",
+    "llama.cpp": "llamacpp",
+}
+DRAFT_MODES = ("hybrid", "reference", "model", "none")
+DTYPES = ("auto", "float32", "float16", "bfloat16")
+APPLY_ENGINES = ("auto", "model", "merge")
+LAZY_POLICIES = ("keep", "naive", "error")
+COST_SOURCES = ("measured", "estimated")
+# The verify-cost table of a profile must cover at least these draft+1 sizes.
+REQUIRED_POINTS = (1, 2, 4, 8, 16, 32, 64, 128)
+MAX_POINT = 512
+
+
+def setting(default: Any = None, *, lo: float | None = None, hi: float | None = None,
+            choices: tuple[str, ...] | None = None, toml: bool = True,
+            factory: Any = None) -> Any:
+    """A dataclass field with its bounds; `toml=False` fields are not read from profiles."""
+    meta = {"lo": lo, "hi": hi, "choices": choices, "toml": toml}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def bounds(cls: type, name: str) -> tuple[float | None, float | None]:
+    """(lo, hi) of a field of a settings class."""
+    f = _field(cls, name)
+    return f.metadata.get("lo"), f.metadata.get("hi")
+
+
+def choices(cls: type, name: str) -> tuple[str, ...]:
+    return _field(cls, name).metadata.get("choices") or ()
+
+
+def toml_fields(cls: type) -> list[Field[Any]]:
+    """The fields a profile table may set."""
+    return [f for f in fields(cls) if f.metadata.get("toml", True)]
+
+
+def _field(cls: type, name: str) -> Field[Any]:
+    for f in fields(cls):
+        if f.name == name:
+            return f
+    raise KeyError(f"{cls.__name__} has no setting {name!r}")
+
+
+def canonical_backend(name: str) -> str | None:
+    """The canonical backend name, or None if `name` is not one."""
+    key = BACKEND_ALIASES.get(name.lower(), name.lower())
+    return key if key in BACKENDS else None
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """`[runtime]`: how to open the models (each backend reads what applies to it)."""
+
+    backend: str = setting("llamacpp", choices=BACKENDS + tuple(BACKEND_ALIASES))
+    threads: int = setting(0, lo=0, hi=1024)  # 0: all cores
+    n_gpu_layers: int = setting(0, lo=-1, hi=100_000)  # -1: all; ort/torch: non-zero = GPU
+    n_ctx: int = setting(8192, lo=64, hi=1 << 20)
+    n_batch: int = setting(512, lo=1, hi=1 << 16)
+    onnx_provider: str = setting("CPUExecutionProvider")
+    dtype: str = setting("auto", choices=DTYPES)  # torch: auto = fp32 on CPU, bf16/fp16 on CUDA
+    flash_attn: bool = setting(False)  # llama.cpp
+
+
+@dataclass(frozen=True)
+class DrafterSettings:
+    """`[drafter]`: which drafters run and which drafter model."""
+
+    kind: str = setting("hybrid", choices=DRAFT_MODES)
+    model: str = setting("")  # catalogue name or path; "" = the demo drafter with the demo target
+    quant: str = setting("")
+    p_min: float = setting(0.6, lo=0.0, hi=1.0)  # model drafts stop under this top-1 probability
+
+
+# One verify step (logits on every row) of the 1.5B demo target on the 2-core dev CPU, in ms
+# (profiles/cpu-2core.toml). Only its shape matters as a prior: the controller rescales it
+# from measured step times.
+DEFAULT_VERIFY_MS: Mapping[int, float] = {
+    1: 45.8, 2: 87.3, 4: 144.2, 8: 333.6, 16: 440.8, 32: 782.2, 64: 1535.8, 128: 2800.4,
+}
+# Priors per draft feature (prefix match): an aligned copy of a reference is nearly always
+# right in code apply, a 2-token coincidence much less so. Learned estimates replace them.
+DEFAULT_FEATURE_PRIORS: Mapping[str, float] = {
+    "ref-start": 0.9, "ref-a": 0.95, "ref-n-gt16": 0.9, "ref-n-le16": 0.85,
+    "ref-n-le8": 0.8, "ref-n-le4": 0.7, "ref-n-le2": 0.5, "ref-text": 0.6, "model": 0.7,
+}
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    """`[controller]`: bounds and smoothing of the draft-length controller.
+
+    `verify_ms` and `draft_cost_ratio` come from a profile's `[costs]`, not from `[controller]`.
+    """
+
+    k_max: int = setting(128, lo=1, hi=MAX_POINT)
+    prior_accept: float = setting(0.7, lo=0.0, hi=1.0)
+    prior_weight: float = setting(4.0, lo=0.0, hi=1e6)
+    decay: float = setting(0.98, lo=0.0, hi=1.0)
+    request_decay: float = setting(0.1, lo=0.0, hi=1.0)
+    cost_smoothing: float = setting(0.3, lo=0.0, hi=1.0)
+    probe_every: int = setting(24, lo=1, hi=1 << 20)
+    feature_priors: Mapping[str, float] = setting(toml=False,
+                                                  factory=lambda: dict(DEFAULT_FEATURE_PRIORS))
+    verify_ms: Mapping[int, float] = setting(toml=False, factory=lambda: dict(DEFAULT_VERIFY_MS))
+    # Drafting cost per token relative to one target forward of one token, until measured.
+    draft_cost_ratio: Mapping[str, float] = setting(
+        toml=False, factory=lambda: {"reference": 0.001, "model": 0.53})
+
+
+@dataclass(frozen=True)
+class ReferenceSettings:
+    """Knobs of the reference drafter (not in profiles: they depend on the text, not the machine)."""
+
+    ngram_min: int = setting(2, lo=1, hi=64)
+    ngram_max: int = setting(32, lo=1, hi=1024)
+    text_min_chars: int = setting(12, lo=1, hi=1024)
+    max_reference_tokens: int = setting(200_000, lo=1)
+    max_reference_chars: int = setting(2_000_000, lo=1)
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How the target's next token is chosen; temperature 0 means greedy."""
+
+    temperature: float = setting(0.0, lo=0.0, hi=100.0)
+    top_k: int = setting(0, lo=0)
+    top_p: float = setting(1.0, lo=0.0, hi=1.0)
+    seed: int | None = setting(None)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """`edge-spec serve` options."""
+
+    host: str = setting("127.0.0.1")
+    port: int = setting(8080, lo=0, hi=65535)
+    api_key: str | None = setting(None)
+    max_queue: int = setting(8, lo=1, hi=1 << 16)  # running + waiting requests; more get 503
+    max_body_bytes: int = setting(4 * 1024 * 1024, lo=1024)
+    model_id: str | None = setting(None)  # the name reported; default: the engine's model name
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """All settings an `Engine` uses: one tree, sections as in a profile.
+
+    `override(n_ctx=..., k_max=...)` sets fields by name in whichever section holds them.
+    """
+
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    drafter: DrafterSettings = field(default_factory=DrafterSettings)
+    controller: ControllerSettings = field(default_factory=ControllerSettings)
+    reference: ReferenceSettings = field(default_factory=ReferenceSettings)
+
+    def override(self, **values: Any) -> EngineConfig:
+        """A copy with the named fields replaced; None values are ignored (flag not given)."""
+        out = self
+        for name, value in values.items():
+            if value is None:
+                continue
+            section = _SECTION_OF.get(name)
+            if section is None:
+                raise TypeError(f"no engine setting named {name!r}")
+            out = replace(out, **{section: replace(getattr(out, section), **{name: value})})
+        return out
+
+
+_SECTION_OF: dict[str, str] = {
+    f.name: sec for sec, cls in (("runtime", RuntimeSettings), ("drafter", DrafterSettings),
+                                 ("controller", ControllerSettings),
+                                 ("reference", ReferenceSettings))
+    for f in fields(cls)
+}
+
+
+AFFINITY_MODES = ("prefix", "random", "least-loaded")
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """`edge-spec serve --cluster`: the Ray Serve deployment (edge_spec.server.cluster).
+
+    Each engine replica owns one Engine and runs one request at a time, so
+    `max_ongoing_requests` stays 1 unless the engine learns batching; requests past
+    `max_queued_requests` waiting at the ingress get 503 + Retry-After.
+    """
+
+    replicas: int = setting(1, lo=1, hi=4096)  # fixed count, unless autoscaling bounds differ
+    min_replicas: int | None = setting(None, lo=0, hi=4096)  # autoscaling when min != max
+    max_replicas: int | None = setting(None, lo=1, hi=4096)
+    num_cpus: float = setting(1.0, lo=0.0, hi=1024.0)  # Ray resources per engine replica
+    num_gpus: float = setting(0.0, lo=0.0, hi=64.0)
+    threads: int = setting(1, lo=0, hi=1024)  # engine threads per replica; match num_cpus
+    max_ongoing_requests: int = setting(1, lo=1, hi=1024)
+    max_queued_requests: int = setting(16, lo=1, hi=1 << 16)  # per ingress; then 503
+    affinity: str = setting("prefix", choices=AFFINITY_MODES)
+    affinity_min_chars: int = setting(256, lo=0)  # shorter shared prefixes are not worth it
+    address: str | None = setting(None)  # Ray cluster to join; None: start a local one
+    app_name: str = setting("edge-spec")

