@@ -37,12 +37,19 @@ def run_ours(engine: Any, task: dict[str, Any], mode: Mode, max_tokens: int | No
         text, stats = res.text, res.stats
     d = stats.to_dict(steps=True)
     d["text"] = text
-    d["k_trace"] = [s["k"] for s in d.pop("steps")]
+    steps = d.pop("steps")
+    # Per-step traces and the output ids: enough to replay the run offline with any draft-length
+    # policy (greedy output does not depend on k); see edge_spec.bench.replay.
+    d["k_trace"] = [s["k"] for s in steps]
+    d["accepted_trace"] = [s["accepted"] for s in steps]
+    d["verify_ms_trace"] = [round(s["verify_ms"], 3) for s in steps]
+    d["source_trace"] = [s["source"] for s in steps]
     # Token ids for the near-tie check of a "≠ plain" result; dropped before results are saved.
     if "prompt" in task:
         d["_ids"] = (engine.prompt_tokens(task["prompt"]), list(res.tokens))
     else:
         d["_ids"] = (res.extra["prompt"], list(res.extra["tokens"]))
+    d["output_ids"] = [int(t) for t in d["_ids"][1]]
     return d
 
 

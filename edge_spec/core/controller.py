@@ -38,6 +38,9 @@ class Controller:
         self.cfg = config or ControllerConfig()
         self._table = sorted(self.cfg.verify_ms.items())
         self._xs = [x for x, _ in self._table]
+        # The table interpolated once for every size a step can have: the per-step search
+        # over k then costs a lookup per k, not two bisects.
+        self._table_vec = [0.0] + [self._interp(n) for n in range(1, _MAX_POS + 2)]
         self._measured: dict[int, float] = {}
         self._scale = 1.0
         # feature -> (events per bin, exposure per bin): a run-length (survival) model. Stored
@@ -52,6 +55,11 @@ class Controller:
 
     # ---- cost model -------------------------------------------------------------------
     def _table_ms(self, n: int) -> float:
+        if 0 < n < len(self._table_vec):
+            return self._table_vec[n]
+        return self._interp(n)
+
+    def _interp(self, n: int) -> float:
         xs, table = self._xs, self._table
         i = bisect_left(xs, n)
         if i < len(xs) and xs[i] == n:
@@ -126,23 +134,29 @@ class Controller:
     def best_prefix(self, draft: Draft, limit: int) -> tuple[int, float]:
         """(k, expected tokens/ms) maximising throughput over prefixes of the draft."""
         rates = self._rates(draft)
-        best_k, best = 0, 1.0 / self.verify_ms(1)
+        one = self.verify_ms(1)
+        best_k, best = 0, 1.0 / one
         expected, run = 1.0, 1.0
         sunk = draft.draft_ms > 0  # already paid: does not depend on k
         per_draft = 0.0 if sunk else self.draft_ms(draft.source, 1)
+        measured, table, scale = self._measured, self._table_vec, self._scale
         for k in range(1, min(len(draft), limit, self.cfg.k_max) + 1):
             run *= rates[k - 1]
             expected += run
-            cost = self.verify_ms(k + 1) + per_draft * k
-            if expected / cost > best:
+            verify = measured.get(k + 1)
+            if verify is None:
+                verify = table[k + 1] * scale
+            cost = max(verify, one) + per_draft * k
+            if expected > best * cost:
                 best_k, best = k, expected / cost
         return best_k, best
 
-    def choose(self, draft: Draft, limit: int) -> int:
-        """How many tokens of `draft` to verify (0 = plain decoding this step)."""
+    def choose(self, draft: Draft, limit: int, best: int | None = None) -> int:
+        """How many tokens of `draft` to verify (0 = plain decoding this step); `best` is
+        `best_prefix`'s k when the caller already has it."""
         if not len(draft) or limit <= 0:
             return 0
-        k, _ = self.best_prefix(draft, limit)
+        k = self.best_prefix(draft, limit)[0] if best is None else best
         if k == 0:
             self._idle += 1
             if self._idle >= self.cfg.probe_every:  # keep probing: estimates may be stale
@@ -192,8 +206,9 @@ class Controller:
                 continue
             if fallback is EMPTY:
                 fallback = draft
-            if self.best_prefix(draft, limit)[0] > 0:
-                return draft, self.choose(draft, limit)
+            k = self.best_prefix(draft, limit)[0]
+            if k > 0:
+                return draft, self.choose(draft, limit, k)
         return fallback, self.choose(fallback, limit)
 
     # ---- learning ---------------------------------------------------------------------
@@ -264,7 +279,7 @@ class Policy(Protocol):
 class FixedK:
     """A controller that always drafts `k` tokens (for comparisons); still learns costs."""
 
-    def __init__(self, k: int, inner: Controller) -> None:
+    def __init__(self, k: int, inner: Policy) -> None:
         self.k = k
         self.inner = inner
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edge_spec.config.settings import SamplingSettings
-from edge_spec.core.controller import Controller, FixedK, Policy
+from edge_spec.core.controller import FixedK, Policy
 from edge_spec.core.stats import Stats, Step
 from edge_spec.core.textstream import TextStream
 from edge_spec.core.types import Drafter, Reference
@@ -41,7 +41,7 @@ def _now() -> float:
 
 
 def _prefill(target: Runtime, prompt: Sequence[int], stats: Stats,
-             cancel: threading.Event | None = None) -> bool:
+             cancel: threading.Event | None = None, clock: Callable[[], float] = _now) -> bool:
     """Evaluate all but the last prompt token, reusing the KV prefix left by the last request.
 
     Returns False when cancelled; long prompts are evaluated in chunks so a cancel lands soon.
@@ -51,7 +51,7 @@ def _prefill(target: Runtime, prompt: Sequence[int], stats: Stats,
     if len(prompt) >= target.n_ctx:
         raise UserError(f"prompt of {len(prompt)} tokens does not fit the context of "
                         f"{target.n_ctx}; shorten the input or raise n_ctx")
-    t0 = _now()
+    t0 = clock()
     keep = sync_prefix(target, prompt[:-1])
     stats.prompt_tokens, stats.cached_tokens = len(prompt), keep
     step = max(1, target.n_batch)
@@ -59,7 +59,7 @@ def _prefill(target: Runtime, prompt: Sequence[int], stats: Stats,
         if cancel is not None and cancel.is_set():
             return False
         target.eval(prompt[start:min(start + step, len(prompt) - 1)], rows=[])
-    stats.prefill_ms = _now() - t0
+    stats.prefill_ms = clock() - t0
     return True
 
 
@@ -74,19 +74,21 @@ def request_rngs(seed: int | None) -> tuple[np.random.Generator, np.random.Gener
 
 
 def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter],
-             ctl: Controller, cfg: GenConfig, references: Sequence[Reference] = (),
+             ctl: Policy, cfg: GenConfig, references: Sequence[Reference] = (),
              on_delta: Callable[[str], None] | None = None,
-             cancel: threading.Event | None = None) -> GenResult:
+             cancel: threading.Event | None = None,
+             clock: Callable[[], float] = _now) -> GenResult:
     """Generate from `prompt` losslessly: the output is what the target alone would produce.
 
     `drafters` are asked in order each step; the controller picks the draft and its length.
+    `clock` (ms) times the steps the controller learns from: a replay passes a virtual one.
     """
     stats = Stats(draft=draft_label(drafters))
     policy: Policy = ctl if cfg.fixed_k is None else FixedK(cfg.fixed_k, ctl)
-    if not _prefill(target, prompt, stats, cancel):
+    if not _prefill(target, prompt, stats, cancel, clock):
         stats.finish_reason = "cancelled"
         return GenResult(text="", tokens=[], stats=stats)
-    t_start = _now()
+    t_start = clock()
     rng, drafter_rng = request_rngs(cfg.sampling.seed)
     policy.new_request()
     for drafter in drafters:
@@ -107,14 +109,14 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
             break
         draft, k = policy.select(drafters, ctx, limit)
         d = draft.tokens[:k]
-        t0 = _now()
+        t0 = clock()
         logits = target.eval([pending, *d], rows=range(k + 1))
         if cfg.sampling.greedy:
             n_acc, nxt = verify_greedy(logits, d)
         else:
             probs = draft.probs[:k] if draft.probs else None
             n_acc, nxt = verify_stochastic(logits, d, probs, cfg.sampling, rng)
-        verify_ms = _now() - t0
+        verify_ms = clock() - t0
         target.truncate(target.n_tokens - (k - n_acc))  # keep pending + accepted draft tokens
         new = [*d[:n_acc], nxt]
         policy.observe(draft, k, n_acc, verify_ms)
@@ -131,7 +133,7 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
             delta, stopped = stream.push(tok)
             if delta:
                 if not stats.ttft_ms:
-                    stats.ttft_ms = _now() - t_start + stats.prefill_ms
+                    stats.ttft_ms = clock() - t_start + stats.prefill_ms
                 emit(delta)
             if stopped:
                 finish = "stop"
@@ -145,7 +147,7 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
         emit(tail)
     stats.finish_reason = finish
     stats.output_tokens = len(out)
-    stats.decode_ms = _now() - t_start
+    stats.decode_ms = clock() - t_start
     return GenResult(text=stream.text, tokens=out, stats=stats)
 
 

@@ -40,11 +40,14 @@ def target_probs(logits: np.ndarray, cfg: SamplingConfig) -> np.ndarray:
 
 def verify_greedy(logits: np.ndarray, draft: Sequence[int]) -> tuple[int, int]:
     """Return (accepted count, next token) for a greedy draft; `logits` has len(draft)+1 rows."""
-    best = logits.argmax(axis=1)
+    # Row by row: after the first mismatch the remaining rows are never needed.
     n = 0
-    while n < len(draft) and int(best[n]) == draft[n]:
+    while n < len(draft):
+        best = int(logits[n].argmax())
+        if best != draft[n]:
+            return n, best
         n += 1
-    return n, int(best[n])
+    return n, int(logits[n].argmax())
 
 
 def _sample(p: np.ndarray, rng: np.random.Generator) -> int:

@@ -1,0 +1,248 @@
+"""Replay recorded greedy runs offline: the real loop, drafter and controller on a virtual clock.
+
+Greedy output does not depend on the draft length, so a recorded run's output ids are the
+target's answer under any draft-length policy. `ReplayRuntime` answers each verify step from
+those ids (one-hot rows: only the argmax exists) and advances a virtual clock by a cost table's
+price of the step; the loop, the reference drafter and the controller run unchanged. So any
+policy (fixed K, the controller with other settings, an oracle that knows each draft's accepted
+run) is priced exactly, against a measured or a profile's cost table, in seconds.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from edge_spec.apply.plan import plan_apply
+from edge_spec.config.settings import ControllerSettings, ReferenceSettings, SamplingSettings
+from edge_spec.core.controller import Controller, FixedK, Policy
+from edge_spec.core.loop import GenConfig, generate
+from edge_spec.core.types import EMPTY, Draft, Drafter
+from edge_spec.drafters.reference import ReferenceDrafter
+from edge_spec.runtimes.base import Runtime, VocabInfo
+
+
+def table_cost(table: Mapping[int, float]) -> Callable[[int], float]:
+    """ms of one forward over n tokens: the table interpolated, extrapolated linearly past it."""
+    xs = np.array(sorted(table), dtype=np.float64)
+    ys = np.array([table[int(x)] for x in xs], dtype=np.float64)
+    slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2]) if len(xs) > 1 else ys[0] / xs[0]
+
+    def cost(n: int) -> float:
+        if n > xs[-1]:
+            return float(ys[-1] + slope * (n - xs[-1]))
+        if n < xs[0]:
+            return float(ys[0] * n / xs[0])
+        return float(np.interp(n, xs, ys))
+
+    return cost
+
+
+class VirtualClock:
+    """A clock in ms that only moves when a priced step happens."""
+
+    def __init__(self) -> None:
+        self.ms = 0.0
+
+    def __call__(self) -> float:
+        return self.ms
+
+
+class _Row:
+    def __init__(self, token: int) -> None:
+        self.token = token
+
+    def argmax(self) -> int:
+        return self.token
+
+
+class OneHotRows:
+    """Stands in for logits rows whose argmax is known: `rows[i].argmax()` is `ids[i]`."""
+
+    def __init__(self, ids: Sequence[int]) -> None:
+        self.ids = list(ids)
+
+    def __getitem__(self, i: int) -> _Row:
+        return _Row(self.ids[i])
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+class ReplayRuntime:
+    """The target as a recorded answer: a real runtime's tokenizer, the recorded output's ids."""
+
+    def __init__(self, tok: Runtime, prompt: Sequence[int], output: Sequence[int],
+                 cost: Callable[[int], float], clock: VirtualClock) -> None:
+        self._tok, self._cost, self._clock = tok, cost, clock
+        eos = tok.vocab.eos_id
+        self._truth = [*prompt, *output, eos if eos is not None else 0]
+        self._tokens: list[int] = []
+        self.name, self.path = f"replay:{tok.name}", tok.path
+        self.n_vocab, self.n_batch = tok.n_vocab, 1 << 16
+        self.n_ctx = len(self._truth) + 1024
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self._tokens)
+
+    @property
+    def tokens(self) -> list[int]:
+        return self._tokens
+
+    def eval(self, tokens: Sequence[int], rows: Sequence[int] | None = None) -> Any:
+        start = len(self._tokens)
+        self._tokens.extend(int(t) for t in tokens)
+        want = [len(tokens) - 1] if rows is None else list(rows)
+        if want:  # a verify step (prefill evaluates without rows and is not priced)
+            self._clock.ms += self._cost(len(tokens))
+        end = len(self._truth) - 1
+        return OneHotRows([self._truth[min(start + r + 1, end)] for r in want])
+
+    def truncate(self, n: int) -> None:
+        del self._tokens[n:]
+
+    def tokenize(self, text: str, *, add_bos: bool = False, special: bool = True) -> list[int]:
+        return self._tok.tokenize(text, add_bos=add_bos, special=special)
+
+    def token_bytes(self, token: int) -> bytes:
+        return self._tok.token_bytes(token)
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return self._tok.detokenize(tokens)
+
+    def is_eog(self, token: int) -> bool:
+        return self._tok.is_eog(token)
+
+    @property
+    def vocab(self) -> VocabInfo:
+        return self._tok.vocab
+
+    @property
+    def chat_template(self) -> str | None:
+        return self._tok.chat_template
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        return self._tok.metadata
+
+    @property
+    def bos_id(self) -> int | None:
+        return self._tok.bos_id
+
+    @property
+    def add_bos(self) -> bool:
+        return self._tok.add_bos
+
+
+class OraclePolicy:
+    """Knows the answer: verifies exactly the draft's correct prefix when that pays.
+
+    The upper bound of any draft-length policy over the same drafter's proposals.
+    """
+
+    def __init__(self, truth: Sequence[int], n_prompt: int, cost: Callable[[int], float],
+                 k_max: int) -> None:
+        self.truth, self.n_prompt, self.cost, self.k_max = list(truth), n_prompt, cost, k_max
+
+    def select(self, drafters: Sequence[Drafter], context: Sequence[int],
+               limit: int) -> tuple[Draft, int]:
+        if limit <= 0 or not drafters:
+            return EMPTY, 0
+        draft = drafters[0].propose(context, min(limit, self.k_max))
+        at = len(context) - self.n_prompt
+        a = 0
+        while a < len(draft) and at + a < len(self.truth) and draft.tokens[a] == self.truth[at + a]:
+            a += 1
+        pays = a > 0 and (a + 1) / self.cost(a + 1) > 1.0 / self.cost(1)
+        return draft, (a if pays else 0)
+
+    def observe(self, draft: Draft, k: int, accepted: int, verify_ms: float) -> None:
+        """Nothing to learn: the oracle already knows."""
+
+    def new_request(self) -> None:
+        """Nothing to reset."""
+
+
+@dataclass(frozen=True)
+class ReplayCase:
+    """One recorded task: what the replay needs to rebuild its prompt and references."""
+
+    task: dict[str, Any]
+    output_ids: list[int]
+    prompt_ids: list[int] | None = None
+    finish_reason: str = "eos"
+
+
+def policy_for(name: str, ctl_cfg: ControllerSettings, case: ReplayCase, n_prompt: int,
+               cost: Callable[[int], float]) -> Policy:
+    """`fixed-K`, `adaptive` (a fresh controller with `ctl_cfg`) or `oracle`."""
+    if name == "oracle":
+        return OraclePolicy(case.output_ids, n_prompt, cost, ctl_cfg.k_max)
+    ctl = Controller(ctl_cfg)
+    if name.startswith("fixed-"):
+        return FixedK(int(name.removeprefix("fixed-")), ctl)
+    if name == "adaptive":
+        return ctl
+    raise ValueError(f"unknown replay policy {name!r}: use fixed-K, adaptive or oracle")
+
+
+def replay_case(tok: Runtime, case: ReplayCase, policy: str, ctl_cfg: ControllerSettings,
+                template: str | None = None,
+                ref_cfg: ReferenceSettings | None = None) -> dict[str, Any]:
+    """Run the real loop over one recorded task with `policy`; the virtual time it took."""
+    t = case.task
+    plan = plan_apply(tok, t["original"], t["update"], t.get("instruction"), template=template,
+                      lang=t.get("language", ""))
+    cost = table_cost(ctl_cfg.verify_ms)
+    clock = VirtualClock()
+    rt = ReplayRuntime(tok, plan.tokens, case.output_ids, cost, clock)
+    n_out = len(case.output_ids) + (case.finish_reason == "eos")
+    pol = policy_for(policy, replace(ctl_cfg), case, len(plan.tokens), cost)
+    drafter = ReferenceDrafter(rt, ref_cfg or ReferenceSettings())
+    gen = GenConfig(n_out, (), SamplingSettings())
+    res = generate(rt, plan.tokens, [drafter], pol, gen, plan.references, clock=clock)
+    same = res.tokens == case.output_ids
+    plain_ms = cost(1) * len(res.tokens)
+    steps = res.stats.steps
+    return {"task_id": t.get("id"), "policy": policy, "output_tokens": len(res.tokens),
+            "decode_ms": round(clock.ms, 1), "plain_ms": round(plain_ms, 1),
+            "speedup": round(plain_ms / clock.ms, 3) if clock.ms else None,
+            "forwards": len(steps), "drafted": sum(s.k for s in steps),
+            "accepted": sum(s.accepted for s in steps), "same_output": same,
+            "prompt_matches": case.prompt_ids is None or case.prompt_ids == plan.tokens}
+
+
+def cases_from_results(records: Sequence[dict[str, Any]], tasks: Sequence[dict[str, Any]],
+                       mode: str = "plain") -> list[ReplayCase]:
+    """One case per task from a bench results.json (the `mode` run's output ids)."""
+    by_id = {t["id"]: t for t in tasks}
+    out = []
+    for r in records:
+        if r.get("mode") == mode and r.get("output_ids") and r.get("task_id") in by_id:
+            out.append(ReplayCase(by_id[r["task_id"]], list(r["output_ids"]),
+                                  r.get("prompt_ids"), r.get("finish_reason") or "eos"))
+    return out
+
+
+def summarize_replay(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Median and worst speedup per policy, and how close each gets to the oracle."""
+    out: dict[str, dict[str, Any]] = {}
+    oracle = {r["task_id"]: r["speedup"] for r in rows if r["policy"] == "oracle"}
+    for pol in dict.fromkeys(r["policy"] for r in rows):
+        sp = [r["speedup"] for r in rows if r["policy"] == pol and r["speedup"]]
+        vs = [r["speedup"] / oracle[r["task_id"]] for r in rows
+              if r["policy"] == pol and r["speedup"] and oracle.get(r["task_id"])]
+        out[pol] = {"tasks": len(sp), "median": round(statistics.median(sp), 3) if sp else None,
+                    "worst": round(min(sp), 3) if sp else None,
+                    "of_oracle": round(statistics.median(vs), 3) if vs else None,
+                    "same_output": all(r["same_output"] for r in rows if r["policy"] == pol)}
+    return out
+
+
+__all__ = ["OneHotRows", "OraclePolicy", "ReplayCase", "ReplayRuntime", "VirtualClock",
+           "cases_from_results", "policy_for", "replay_case", "summarize_replay", "table_cost"]
