@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch pinned to the CPU build this machine kind keeps on disk (a bare range pulls CUDA, GBs).
-	$(BIN)/python -m pip install --progress-bar off -e '.[llamacpp,dev,torch,onnx,export]' $(TORCH)
+	$(BIN)/python -m pip install --progress-bar off -e '.[llamacpp,dev,torch,onnx,export,cluster]' $(TORCH)
 	touch $(STAMP)
 
 demo: install

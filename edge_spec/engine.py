@@ -31,8 +31,9 @@ from edge_spec.drafters.model import ModelDrafter
 from edge_spec.drafters.reference import ReferenceDrafter
 from edge_spec.errors import UserError
 from edge_spec.export.bundle import load_bundle
+from edge_spec.export.gguf_info import model_vocab
 from edge_spec.runtimes import backend_name, open_runtime
-from edge_spec.runtimes.base import Runtime
+from edge_spec.runtimes.base import Runtime, VocabInfo
 from edge_spec.store.models import resolve
 
 ModelArg = str | os.PathLike[str] | Runtime
@@ -53,12 +54,35 @@ def load_runtime(model: str | os.PathLike[str], cfg: EngineConfig,
     return open_runtime(kind, path, opts)
 
 
+def _is_runtime(obj: object) -> bool:
+    return not isinstance(obj, (str, os.PathLike))
+
+
 def _open(model: ModelArg, cfg: EngineConfig) -> Runtime:
     return load_runtime(model, cfg) if isinstance(model, (str, os.PathLike)) else model
 
 
+def _drafter_path(model: ModelArg, cfg: EngineConfig) -> Path:
+    """Where a drafter model given by name or path lives (a folder for ort/torch)."""
+    local = Path(os.fspath(model)).expanduser()  # type: ignore[arg-type]
+    if backend_name(cfg.runtime.backend) != "llamacpp" and local.is_dir():
+        return local
+    return resolve(model)  # type: ignore[arg-type]
+
+
+def _stem(model: ModelArg) -> str:
+    if isinstance(model, (str, os.PathLike)):
+        return Path(os.fspath(model)).stem
+    return model.name
+
+
 class Engine:
-    """A reusable generation engine; calls are serialized, the KV prefix carries over."""
+    """A reusable generation engine; calls are serialized, the KV prefix carries over.
+
+    Models load on first use: an apply the structural merge answers never loads one, and the
+    drafter model loads only when the controller first asks it for a draft. The target's
+    pairing with the drafter is checked (from file metadata) when the target loads.
+    """
 
     def __init__(self, model: ModelArg = DEMO_TARGET, drafter: ModelArg | None = None,
                  config: EngineConfig | None = None,
@@ -69,24 +93,59 @@ class Engine:
         if cfg.drafter.kind not in DRAFT_MODES:
             raise UserError(f"unknown draft mode {cfg.drafter.kind!r}: use one of "
                             f"{', '.join(DRAFT_MODES)}")
-        self.target = _open(model, cfg)
-        self.drafter_rt: Runtime | None = None
-        if drafter is not None and cfg.drafter.kind in ("hybrid", "model"):
-            self.drafter_rt = _open(drafter, cfg)
-            check_pair(self.target.vocab, self.drafter_rt.vocab,
-                       (self.target.name, self.drafter_rt.name))
-        if cfg.drafter.kind == "model" and self.drafter_rt is None:
+        wants_drafter = drafter is not None and cfg.drafter.kind in ("hybrid", "model")
+        if cfg.drafter.kind == "model" and not wants_drafter:
             raise UserError("--draft model needs a drafter model: pass --drafter NAME|PATH")
+        self._model = model
+        self._drafter = drafter if wants_drafter else None
+        self._target: Runtime | None = model if _is_runtime(model) else None
+        self._drafter_rt: Runtime | None = drafter if wants_drafter and _is_runtime(drafter) \
+            else None
         self.controller = Controller(cfg.controller)
         self._lock = threading.Lock()
+        self._load_lock = threading.RLock()
+        if self._target is not None and self._drafter_rt is not None:
+            self._check_pair(self._drafter_rt.vocab, self._drafter_rt.name)
+
+    @property
+    def target(self) -> Runtime:
+        """The target runtime, loaded on first use."""
+        with self._load_lock:
+            if self._target is None:
+                self._target = _open(self._model, self.config)
+                if self._drafter is not None and self._drafter_rt is None:
+                    path = _drafter_path(self._drafter, self.config)
+                    self._check_pair(model_vocab(path), path.stem)
+            return self._target
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the target model is loaded (a merge-only apply never loads it)."""
+        return self._target is not None
+
+    @property
+    def drafter_rt(self) -> Runtime | None:
+        """The drafter model's runtime, loaded on first use (None without a drafter model)."""
+        with self._load_lock:
+            if self._drafter_rt is None and self._drafter is not None:
+                rt = _open(self._drafter, self.config)
+                self._check_pair(rt.vocab, rt.name)
+                self._drafter_rt = rt
+            return self._drafter_rt
+
+    def _check_pair(self, vocab: VocabInfo, name: str) -> None:
+        target = self.target
+        check_pair(target.vocab, vocab, (target.name, name))
 
     @property
     def model_name(self) -> str:
-        return self.target.name
+        return self._target.name if self._target is not None else _stem(self._model)
 
     @property
     def drafter_name(self) -> str | None:
-        return self.drafter_rt.name if self.drafter_rt is not None else None
+        if self._drafter_rt is not None:
+            return self._drafter_rt.name
+        return _stem(self._drafter) if self._drafter is not None else None
 
     def drafters(self, sampling: SamplingSettings, draft: str | None = None) -> list[Drafter]:
         """The drafters a request runs, cheapest first: the controller arbitrates between them."""
@@ -96,9 +155,14 @@ class Engine:
         out: list[Drafter] = []
         if mode in ("hybrid", "reference"):
             out.append(ReferenceDrafter(self.target, self.config.reference))
-        if mode in ("hybrid", "model") and self.drafter_rt is not None:
-            out.append(ModelDrafter(self.drafter_rt, sampling, self.config.drafter.p_min))
+        if mode in ("hybrid", "model") and self._drafter is not None:
+            out.append(ModelDrafter(self._drafter_runtime, sampling, self.config.drafter.p_min))
         return out
+
+    def _drafter_runtime(self) -> Runtime:
+        rt = self.drafter_rt
+        assert rt is not None  # only called when a drafter model is configured
+        return rt
 
     def prompt_tokens(self, prompt: str | Sequence[Message], chat: bool = True) -> list[int]:
         """Tokens for a prompt: a string (chat-templated unless chat=False) or messages."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -33,13 +33,20 @@ class ModelDrafter:
 
     name = "model"
 
-    def __init__(self, runtime: Runtime, sampling: SamplingSettings | None = None,
-                 p_min: float = 0.6) -> None:
-        self.rt = runtime
+    def __init__(self, runtime: Runtime | Callable[[], Runtime],
+                 sampling: SamplingSettings | None = None, p_min: float = 0.6) -> None:
+        # A callable loads the drafter model on the first draft asked of it.
+        self._runtime = runtime
         self.sampling = sampling or SamplingSettings()
         self.p_min = p_min
         self._rng = np.random.default_rng()
         self._n_prompt = 0
+
+    @property
+    def rt(self) -> Runtime:
+        if callable(self._runtime):  # runtimes are not callable; a loader is
+            self._runtime = self._runtime()
+        return self._runtime
 
     def begin(self, prompt: Sequence[int], references: Sequence[Reference],
               rng: np.random.Generator) -> None:

@@ -1,0 +1,159 @@
+"""Load test for `edge-spec serve --cluster` (issue 18, "Measure"): one run, side by side.
+
+Workload: SmolLM2, `--clients` concurrent clients, each of the first `--tasks` dev-small tasks
+sent `--repeats` times (64 apply requests by default), `max_tokens` 128, in a shuffled order
+(fixed seed). Configurations: the single-process `edge-spec serve` (1 thread), Ray Serve with
+1 replica, and 2 replicas with prefix-affinity and with random routing (1 thread each).
+Reports requests/s, p50/p95 latency and prompt tokens served from the KV cache.
+
+    .venv/bin/python benchmarks/cluster/load.py --out benchmarks/cluster/results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+ROOT = Path(__file__).resolve().parents[2]
+TASKS = ROOT / "benchmarks" / "data" / "code_apply_dev_small.jsonl"
+MODEL = "smollm2-135m-instruct-q4_1"
+INSTRUCTIONS = ("", "Apply the edit.", "Merge the snippet into the file.", "Update the code.",
+                "Apply this change.", "Integrate the edit.", "Make this change.", "Edit the file.")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def workload(n_tasks: int, repeats: int, vary: str, seed: int = 0) -> list[dict]:
+    tasks = [json.loads(x) for x in TASKS.read_text().splitlines() if x.strip()][:n_tasks]
+    reqs = []
+    for t in tasks:
+        for i in range(repeats):
+            body = {"original": t["original"], "update": t["update"], "max_tokens": 128}
+            if vary == "instruction":  # the issue's workload; `instruct` puts it before the file
+                body["instruction"] = INSTRUCTIONS[i % len(INSTRUCTIONS)]
+            else:  # the same file re-sent with the snippet varied (after the file in the prompt)
+                body["update"] = t["update"] + "\n" * i
+            reqs.append(body)
+    random.Random(seed).shuffle(reqs)
+    return reqs
+
+
+def wait_ok(base: str, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            r = httpx.get(f"{base}/health", timeout=5)
+            if r.status_code == 200 and r.json().get("status") == "ok":
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"{base} did not become healthy")
+
+
+def drive(base: str, reqs: list[dict], clients: int) -> dict:
+    def one(body: dict) -> tuple[float, int, dict]:
+        t0 = time.perf_counter()
+        r = httpx.post(f"{base}/v1/apply", json=body, timeout=600)
+        return time.perf_counter() - t0, r.status_code, (r.json() if r.status_code == 200 else {})
+
+    with httpx.Client() as c:  # warm-up: model pages, first-request costs
+        c.post(f"{base}/v1/apply", json={**reqs[0], "max_tokens": 8}, timeout=600)
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        out = list(pool.map(one, reqs))
+    wall = time.perf_counter() - t0
+    lat = sorted(x[0] for x in out)
+    ok = [x[2] for x in out if x[1] == 200]
+    prompt = sum(u["usage"]["prompt_tokens"] for u in ok)
+    cached = sum(u["usage"]["prompt_tokens_details"]["cached_tokens"] for u in ok)
+    return {"requests": len(out), "ok": len(ok), "wall_s": round(wall, 2),
+            "req_s": round(len(out) / wall, 3), "p50_s": round(statistics.median(lat), 3),
+            "p95_s": round(lat[int(0.95 * (len(lat) - 1))], 3), "prompt_tokens": prompt,
+            "cached_tokens": cached, "prefill_tokens": prompt - cached}
+
+
+def run_single(model: str, reqs: list[dict], clients: int) -> dict:
+    port = free_port()
+    cmd = [sys.executable, "-m", "edge_spec", "serve", "--model", model, "--draft", "reference",
+           "--n-ctx", "2048", "--threads", "1", "--port", str(port), "--max-queue", "128",
+           "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, cwd=ROOT)
+    try:
+        wait_ok(f"http://127.0.0.1:{port}")
+        return drive(f"http://127.0.0.1:{port}", reqs, clients)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def run_cluster(model: str, reqs: list[dict], clients: int, replicas: int,
+                affinity: str) -> dict:
+    import ray
+    from ray import serve
+
+    from edge_spec.config.settings import ClusterSettings, ServerSettings
+    from edge_spec.server.cluster import build_app
+
+    port = free_port()
+    ray.init(num_cpus=replicas, include_dashboard=False, log_to_driver=False,
+             object_store_memory=100 * 1024 * 1024)
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        cluster = ClusterSettings(replicas=replicas, threads=1, num_cpus=1, affinity=affinity,
+                                  max_queued_requests=128)
+        opts = {"model": model, "draft": "reference", "n_ctx": 2048}
+        serve.run(build_app(opts, cluster, ServerSettings()), name=cluster.app_name,
+                  route_prefix="/")
+        wait_ok(f"http://127.0.0.1:{port}")
+        return drive(f"http://127.0.0.1:{port}", reqs, clients)
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=8)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--vary", choices=("instruction", "snippet"), default="instruction")
+    ap.add_argument("--configs", default="single,ray1,ray2-prefix,ray2-random")
+    ap.add_argument("--out", type=Path, default=None)
+    a = ap.parse_args()
+    from edge_spec.store.models import resolve
+
+    model = str(resolve(MODEL, progress=False))
+    reqs = workload(a.tasks, a.repeats, a.vary)
+    results = {"workload": {"tasks": a.tasks, "repeats": a.repeats, "clients": a.clients,
+                            "vary": a.vary, "max_tokens": 128, "cpus": os.cpu_count()}}
+    for name in a.configs.split(","):
+        if name == "single":
+            res = run_single(model, reqs, a.clients)
+        else:
+            n, _, aff = name.removeprefix("ray").partition("-")
+            res = run_cluster(model, reqs, a.clients, int(n), aff or "prefix")
+        results[name] = res
+        print(name, json.dumps(res), flush=True)
+    if a.out:
+        a.out.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

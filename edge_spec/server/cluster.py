@@ -1,0 +1,311 @@
+"""edge-spec on Ray Serve: engine replicas across a Ray cluster, with prefix-affinity routing.
+
+Two deployments (DESIGN.md section 12):
+
+- `Ingress` (FastAPI via ``serve.ingress``, no CPU reserved): authorization, body parsing with
+  the single server's wire models, the affinity key (`edge_spec.server.routing`), and the call
+  to an engine replica through a deployment handle. The handle's router (`AffinityRouter`)
+  picks the replica; Ray Serve's proxy is the only HTTP hop in front of it.
+- `EngineReplica`: one Engine per replica, one request at a time (``max_ongoing_requests=1``).
+  It runs the single server's own app (`create_app`) in process, called as ASGI, so a replica
+  answers byte for byte what ``edge-spec serve`` answers: same JSON, errors, usage and SSE.
+
+Faults: a replica that dies is restarted by Ray (its actor fails health checks or exits); a
+request in flight on it gets a 503 ``replica_failed`` (or, mid-stream, an SSE error event and
+``[DONE]``), never another request's text, since every response travels on its own generator.
+More than ``max_queued_requests`` waiting at the handle gets 503 + Retry-After, as the single
+server does past ``max_queue``. ``/health`` reports ``degraded`` while fewer replicas run than
+configured. ray[serve] comes from the extra ``cluster``.
+"""
+
+# No `from __future__ import annotations`: Serve pickles the ingress class by value, and
+# FastAPI must resolve its `Request` annotations from the pickled globals.
+
+import asyncio
+import contextlib
+import hmac
+import json
+import os
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+from edge_spec.errors import require
+
+require("ray", "cluster")
+require("fastapi", "serve")
+
+import ray  # noqa: E402
+from fastapi import FastAPI, Request  # noqa: E402
+from fastapi.responses import JSONResponse, Response, StreamingResponse  # noqa: E402
+from ray import serve  # noqa: E402
+from ray.exceptions import RayError  # noqa: E402
+from ray.serve.config import RequestRouterConfig  # noqa: E402
+from ray.serve.exceptions import BackPressureError  # noqa: E402
+from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
+
+from edge_spec.config.settings import ClusterSettings, ServerSettings  # noqa: E402
+from edge_spec.engine import build_engine  # noqa: E402
+from edge_spec.server.app import create_app  # noqa: E402
+from edge_spec.server.routing import AffinityRouter, affinity_key  # noqa: E402
+from edge_spec.server.wire import (  # noqa: E402
+    ApplyRequest,
+    ChatRequest,
+    CompletionRequest,
+    HTTPError,
+    error_response,
+    read_json,
+    sse_error,
+    validate_request,
+)
+
+ENGINE_DEPLOYMENT = "EngineReplica"
+REPLICA_HEADER = "x-edge-spec-replica"  # which replica answered (affinity is observable)
+_HOP_HEADERS = {"content-length", "transfer-encoding", "connection"}
+
+
+async def asgi_call(app: Any, method: str, path: str, headers: list[tuple[str, str]],
+                    body: bytes) -> AsyncIterator[dict[str, Any]]:
+    """Run one HTTP request through an ASGI `app` in process; yields its send() messages.
+
+    Closing the generator early is a client disconnect: the app's request sees
+    ``http.disconnect``, which cancels its generation (as with a real socket).
+    """
+    sent: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    gone = asyncio.Event()
+    body_read = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal body_read
+        if not body_read:
+            body_read = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"},
+             "http_version": "1.1", "method": method, "scheme": "http", "path": path,
+             "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers],
+             "client": ("127.0.0.1", 0), "server": ("127.0.0.1", 80)}
+    task = asyncio.ensure_future(app(scope, receive, sent.put))
+    try:
+        while True:
+            get = asyncio.ensure_future(sent.get())
+            await asyncio.wait({get, task}, return_when=asyncio.FIRST_COMPLETED)
+            if not get.done():
+                get.cancel()
+                task.result()  # the app ended without finishing the response: re-raise
+                return
+            msg = get.result()
+            yield msg
+            if msg["type"] == "http.response.body" and not msg.get("more_body", False):
+                return
+    finally:
+        gone.set()
+        if not task.done():
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(task, 5)
+
+
+class EngineReplica:
+    """One engine, served by the single server's app; `call` is what the ingress invokes."""
+
+    def __init__(self, engine_options: dict[str, Any], server: ServerSettings,
+                 cluster: ClusterSettings) -> None:
+        opts = {"threads": cluster.threads, **engine_options}
+        self.engine = build_engine(**opts)
+        # Serve admits max_ongoing_requests; the inner queue only needs room for them.
+        inner = replace(server, api_key=None, max_queue=cluster.max_ongoing_requests + 1)
+        self.app = create_app(self.engine, inner)
+        self.runner = self.app.state.runner
+        self.runner.start()  # the app's lifespan never runs: nothing serves it over a socket
+        self.replica_id = serve.get_replica_context().replica_id.unique_id
+
+    async def call(self, affinity: str, method: str, path: str, headers: list[tuple[str, str]],
+                   body: bytes) -> AsyncIterator[dict[str, Any]]:
+        """The response's ASGI messages; `affinity` is read by the router, not here."""
+        del affinity
+        async for msg in asgi_call(self.app, method, path, headers, body):
+            if msg["type"] == "http.response.start":
+                msg = {**msg, "headers": [*msg.get("headers", []),
+                                          (REPLICA_HEADER.encode(), self.replica_id.encode())]}
+            yield msg
+
+    def check_health(self) -> None:
+        status, body = self.runner.health()
+        if status != 200:
+            raise RuntimeError(f"engine not ready: {body}")
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.runner.close()
+
+
+ingress_app = FastAPI(title="edge-spec cluster", docs_url=None, redoc_url=None, openapi_url=None)
+
+
+@ingress_app.exception_handler(HTTPError)
+async def _on_http_error(_req: Request, exc: HTTPError) -> JSONResponse:
+    return exc.response()
+
+
+@ingress_app.exception_handler(StarletteHTTPException)
+async def _on_starlette(_req: Request, exc: StarletteHTTPException) -> JSONResponse:
+    kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+    return error_response(exc.status_code, str(exc.detail), kind)
+
+
+def _replica_failed(exc: BaseException) -> HTTPError:
+    return HTTPError(503, f"the replica serving this request failed ({type(exc).__name__}); "
+                     "retry", "server_error", code="replica_failed", headers={"Retry-After": "1"})
+
+
+OVERLOADED = ("the cluster is busy (every replica running and the queue full); retry shortly")
+
+
+async def _relay(gen: Any) -> AsyncIterator[bytes]:
+    """The SSE body from the replica; a replica lost mid-stream ends it with an error event."""
+    finished = False
+    try:
+        async for msg in gen:
+            if msg.get("body"):
+                yield msg["body"]
+        finished = True
+    except RayError as exc:
+        finished = True
+        yield sse_error(_replica_failed(exc)).encode("utf-8")
+    finally:
+        if not finished:  # the client went away: stop the replica's generation
+            gen.cancel()
+
+
+def replica_health(cluster: ClusterSettings) -> dict[str, Any]:
+    """ok / degraded (fewer replicas running than wanted) / unavailable (none running)."""
+    target = cluster.replicas if cluster.min_replicas is None else max(cluster.min_replicas, 1)
+    try:
+        app = serve.status().applications[cluster.app_name]
+        dep = app.deployments[ENGINE_DEPLOYMENT]
+    except (KeyError, RayError) as exc:
+        return {"status": "unavailable", "error": f"no deployment status: {exc}"}
+    states = {str(getattr(s, "value", s)): n for s, n in dep.replica_states.items()}
+    running = states.get("RUNNING", 0)
+    status = "unavailable" if running == 0 else ("ok" if running >= target else "degraded")
+    return {"status": status, "replicas": {"running": running, "target": target, **states},
+            "deployment": str(getattr(dep.status, "value", dep.status)), "message": dep.message}
+
+
+@serve.ingress(ingress_app)
+class Ingress:
+    """HTTP in front of the engine replicas: parsing, the affinity key, back-pressure, health."""
+
+    def __init__(self, engine: Any, server: ServerSettings, cluster: ClusterSettings) -> None:
+        self.engine = engine.options(stream=True)
+        self.server, self.cluster = server, cluster
+        self.key = (server.api_key or "").encode("utf-8")
+
+    def _authorize(self, request: Request) -> None:
+        if not self.key:
+            return
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
+                                                                  self.key):
+            raise HTTPError(401, "missing or incorrect API key", code="invalid_api_key",
+                            headers={"WWW-Authenticate": "Bearer"})
+
+    async def _forward(self, request: Request, model: type | None) -> Response:
+        self._authorize(request)
+        key, body = "", b""
+        if model is not None:
+            raw = await read_json(request, self.server.max_body_bytes)
+            key = affinity_key(validate_request(model, raw), self.cluster.affinity_min_chars) or ""
+            body = json.dumps(raw, ensure_ascii=False).encode("utf-8")
+        headers = [("content-type", "application/json")]
+        gen = self.engine.call.remote(key, request.method, request.url.path, headers, body)
+        try:
+            start = await gen.__anext__()
+        except BackPressureError:
+            raise HTTPError(503, OVERLOADED, "server_error", code="server_overloaded",
+                            headers={"Retry-After": "1"}) from None
+        except (RayError, StopAsyncIteration) as exc:
+            raise _replica_failed(exc) from None
+        out_headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in start["headers"]
+                       if k.decode("latin-1").lower() not in _HOP_HEADERS}
+        status = start["status"]
+        if "text/event-stream" not in out_headers.get("content-type", ""):
+            try:
+                content = b"".join([m.get("body", b"") async for m in gen])
+            except RayError as exc:
+                raise _replica_failed(exc) from None
+            return Response(content, status_code=status, headers=out_headers)
+        return StreamingResponse(_relay(gen), status_code=status, headers=out_headers)
+
+    @ingress_app.post("/v1/chat/completions")
+    async def chat_completions(self, request: Request) -> Response:
+        return await self._forward(request, ChatRequest)
+
+    @ingress_app.post("/v1/completions")
+    async def completions(self, request: Request) -> Response:
+        return await self._forward(request, CompletionRequest)
+
+    @ingress_app.post("/v1/apply")
+    async def apply(self, request: Request) -> Response:
+        return await self._forward(request, ApplyRequest)
+
+    @ingress_app.get("/v1/models")
+    async def models(self, request: Request) -> Response:
+        return await self._forward(request, None)
+
+    @ingress_app.get("/health")
+    async def health(self) -> JSONResponse:
+        body = await asyncio.to_thread(replica_health, self.cluster)
+        status = 503 if body["status"] == "unavailable" else 200
+        return JSONResponse(body, status_code=status,
+                            headers={"Retry-After": "1"} if status == 503 else None)
+
+
+def build_app(engine_options: dict[str, Any], cluster: ClusterSettings,
+              server: ServerSettings) -> Any:
+    """The Serve application: Ingress bound to the engine deployment."""
+    if cluster.min_replicas is not None or cluster.max_replicas is not None:
+        lo = cluster.min_replicas if cluster.min_replicas is not None else 1
+        hi = cluster.max_replicas if cluster.max_replicas is not None else max(lo, cluster.replicas)
+        scale: dict[str, Any] = {"autoscaling_config": {
+            "min_replicas": lo, "max_replicas": hi,
+            "target_ongoing_requests": cluster.max_ongoing_requests}}
+    else:
+        scale = {"num_replicas": cluster.replicas}
+    router = RequestRouterConfig(request_router_class=AffinityRouter,
+                                 request_router_kwargs={"mode": cluster.affinity})
+    engine = serve.deployment(EngineReplica).options(
+        name=ENGINE_DEPLOYMENT, max_ongoing_requests=cluster.max_ongoing_requests,
+        max_queued_requests=cluster.max_queued_requests, request_router_config=router,
+        ray_actor_options={"num_cpus": cluster.num_cpus, "num_gpus": cluster.num_gpus},
+        health_check_period_s=2, health_check_timeout_s=30, **scale)
+    ingress = serve.deployment(Ingress).options(
+        name="Ingress", ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1024)
+    return ingress.bind(engine.bind(engine_options, server, cluster), server, cluster)
+
+
+def app_builder(args: dict[str, Any]) -> Any:
+    """For ``serve run``/``serve deploy`` configs: args are `engine` (build_engine options),
+    `cluster` (ClusterSettings fields) and `server` (ServerSettings fields)."""
+    return build_app(dict(args.get("engine", {})), ClusterSettings(**args.get("cluster", {})),
+                     ServerSettings(**args.get("server", {})))
+
+
+def start(engine_options: dict[str, Any], cluster: ClusterSettings, server: ServerSettings,
+          blocking: bool = True) -> Any:
+    """Start or join a Ray cluster, start Serve's HTTP proxy on host:port, deploy the app."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if not ray.is_initialized():
+        # A local instance for one machine: no dashboard (it binds ports and costs memory).
+        local = {"include_dashboard": False} if cluster.address is None else {}
+        ray.init(address=cluster.address, log_to_driver=False, **local)
+    serve.start(http_options={"host": server.host, "port": server.port})
+    return serve.run(build_app(engine_options, cluster, server), name=cluster.app_name,
+                     route_prefix="/", blocking=blocking)
+
+
+__all__ = ["ENGINE_DEPLOYMENT", "REPLICA_HEADER", "EngineReplica", "Ingress", "app_builder",
+           "asgi_call", "build_app", "replica_health", "start"]
