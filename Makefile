@@ -19,8 +19,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --progress-bar off -e '.[llamacpp,dev,torch,onnx,export,cluster]' $(TORCH)
 	touch $(STAMP)
 
+# The speculative model path (--engine model); its last stderr line says what `auto` (the default)
+# would have done with this snippet.
 demo: install
-	$(BIN)/edge-spec run \
+	$(BIN)/edge-spec run --engine model \
 	  --original examples/apply/original.py --update examples/apply/update.py \
 	  --instruction "$$(cat examples/apply/instruction.txt)"
 

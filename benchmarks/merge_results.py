@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 
 from edge_spec.apply import lazy_lines
-from edge_spec.bench.bench import load_tasks, machine, summarize
+from edge_spec.bench.bench import machine, summarize
+from edge_spec.bench.modes import load_tasks
 from edge_spec.bench.report import write_results
 
 

@@ -10,12 +10,21 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from edge_spec.apply.plan import ApplyResult, check_policy, plan_apply
+from edge_spec.apply.verdict import (
+    answer_problems,
+    merge_of,
+    merged_result,
+    not_exact_error,
+    verdicts,
+)
 from edge_spec.config.profiles import Profile, find_profile, load_profile
 from edge_spec.config.settings import (
+    APPLY_ENGINES,
     DEMO_DRAFTER,
     DEMO_TARGET,
     DRAFT_MODES,
@@ -71,8 +80,10 @@ def _drafter_path(model: ModelArg, cfg: EngineConfig) -> Path:
 
 
 def _stem(model: ModelArg) -> str:
+    """The name a runtime would report, without loading it (catalogue names stay whole)."""
     if isinstance(model, (str, os.PathLike)):
-        return Path(os.fspath(model)).stem
+        p = Path(os.fspath(model))
+        return p.stem if p.suffix.lower() in (".gguf", ".onnx") else p.name
     return model.name
 
 
@@ -138,6 +149,13 @@ class Engine:
         check_pair(target.vocab, vocab, (target.name, name))
 
     @property
+    def drafter_path(self) -> Path | None:
+        """The drafter model's file or folder, without loading it (None without one)."""
+        if self._drafter_rt is not None:
+            return self._drafter_rt.path
+        return _drafter_path(self._drafter, self.config) if self._drafter is not None else None
+
+    @property
     def model_name(self) -> str:
         return self._target.name if self._target is not None else _stem(self._model)
 
@@ -186,8 +204,7 @@ class Engine:
         if len(tokens) + 1 > self.target.n_ctx:
             raise UserError(f"prompt of {len(tokens)} tokens does not fit the context of "
                             f"{self.target.n_ctx}; shorten the input or raise --n-ctx")
-        gen = GenConfig(min(gen.max_tokens, self.target.n_ctx - len(tokens)), gen.stop,
-                        gen.sampling, gen.fixed_k)
+        gen = replace(gen, max_tokens=min(gen.max_tokens, self.target.n_ctx - len(tokens)))
         with self._lock:
             return generate(self.target, tokens, self.drafters(gen.sampling, draft),
                             self.controller, gen, refs, on_delta=on_delta, cancel=cancel)
@@ -212,20 +229,43 @@ class Engine:
               template: str | None = None, lang: str = "", max_tokens: int | None = None,
               sampling: SamplingSettings | None = None, draft: str | None = None,
               fixed_k: int | None = None, on_delta: Delta | None = None,
-              cancel: threading.Event | None = None, on_lazy: str = "keep") -> ApplyResult:
-        """Merge an edit snippet into a file with the model; lossless speculative decoding.
+              cancel: threading.Event | None = None, on_lazy: str = "keep",
+              engine: str = "auto", path: str | None = None, guard: bool = True) -> ApplyResult:
+        """Merge an edit snippet into a file.
 
-        An answer that still holds `... existing code ...` markers lists them in `lazy_lines`;
-        `on_lazy` then keeps it ("keep"), returns the naive merge instead ("naive") or raises
-        ("error"). Streamed deltas are always the model's own text.
+        `engine`: "auto" returns the structural merge when it is sure of every hunk (no model
+        is loaded or run), else the model writes the file; "merge" is the structural merge
+        only (a UserError names the hunk it is not sure of); "model" always runs the model,
+        with the merge as its drafting reference (lossless speculative decoding). A model's
+        answer is checked (`suspect`); one that still holds `... existing code ...` markers
+        lists them in `lazy_lines` and `on_lazy` keeps it, returns the merge or raises.
+        `path` (the file's name) picks the merge's language when `lang` does not. `guard`
+        (default on) bans marker lines the original does not have at decode time; it is part
+        of the target, so plain and speculative decoding both apply it.
         """
         check_policy(on_lazy)
+        if engine not in APPLY_ENGINES:
+            raise UserError(f"unknown apply engine {engine!r}: use one of "
+                            f"{', '.join(APPLY_ENGINES)}")
+        merge = merge_of(original, update, lang, path)
+        if engine == "merge" and not merge.exact:
+            raise not_exact_error(merge)
+        if engine != "model" and merge.exact:
+            res = merged_result(merge)
+            if on_delta is not None:
+                on_delta(res.text)
+            return res
         plan = plan_apply(self.target, original, update, instruction, template=template,
-                          lang=lang, max_tokens=max_tokens)
-        gen = GenConfig(plan.budget, plan.stop, sampling or SamplingSettings(), fixed_k)
-        res = self.run_tokens(plan.tokens, gen, plan.references, draft,
+                          lang=lang, max_tokens=max_tokens, merged=merge.text, guard=guard)
+        gen = GenConfig(plan.budget, plan.stop, sampling or SamplingSettings(), fixed_k,
+                        plan.guard)
+        out = self.run_tokens(plan.tokens, gen, plan.references, draft,
                               plan.stream_filter(on_delta), cancel)
-        return plan.finish(res.text, res.stats, res.tokens, on_lazy)
+        res = plan.finish(out.text, out.stats, out.tokens, on_lazy)
+        res.verdicts, res.language = verdicts(merge), merge.language
+        if out.stats.finish_reason != "cancelled":
+            res.suspect = answer_problems(original, update, res.text, merge)
+        return res
 
     def stream_apply(self, original: str, update: str, instruction: str | None = None,
                      **kw: Any) -> TextStreamIter:

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from edge_spec.config.settings import EXPORT_FORMATS, ONNX_EXPORTERS, ONNX_QUANTS, ExportSettings
 from edge_spec.errors import UserError
 from edge_spec.export import stages
 from edge_spec.export.bundle import BundleFile, CheckResult, Manifest, tokenizer_info
@@ -31,28 +32,10 @@ from edge_spec.store.models import resolve
 from edge_spec.store.validate import check_gguf
 
 STAGES = ("load", "pair", "convert", "quantize", "onnx", "check", "manifest")
-FORMATS = ("gguf", "onnx")
-ONNX_QUANTS = ("int4", "int8", "none")
-ONNX_EXPORTERS = ("builder", "optimum")
+FORMATS = EXPORT_FORMATS
 
 
-@dataclass(frozen=True)
-class ExportOptions:
-    """What to export and how (the `edge-spec export` flags)."""
-
-    formats: tuple[str, ...] = ("gguf",)
-    drafter: str | None = None  # a second model (same tokenizer) as the drafter
-    self_drafter: str | None = None  # or: the target itself at this GGUF quant
-    target_quant: str = "Q4_K_M"
-    drafter_quant: str = "Q4_0"
-    onnx_quant: str = "int4"
-    onnx_exporter: str = "builder"
-    onnx_provider: str = "cpu"
-    check: bool = True
-    check_tokens: int = 32
-    warn_agreement: float = 0.75  # warn when a check agrees on fewer greedy tokens
-    threads: int = 0  # 0: all cores
-    profile: str = ""  # recorded as the bundle's recommended profile
+ExportOptions = ExportSettings  # the settings tree's export section
 
 
 @dataclass(frozen=True)

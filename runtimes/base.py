@@ -60,6 +60,16 @@ class Runtime(Protocol):
         """
         ...
 
+    def greedy(self, tokens: Sequence[int], banned: Banned = None) -> list[int]:
+        """Append `tokens` (the pending token, then a draft) and verify greedily.
+
+        Returns the target's argmax after each row, up to and including the first that differs
+        from the draft (row i follows `tokens[:i + 1]`; its choice is compared with
+        `tokens[i + 1]`). `banned[i]` are token ids masked out of row i first. GPU backends
+        take the argmax on the device, so only these few ids cross to the host.
+        """
+        ...
+
     def truncate(self, n: int) -> None:
         """Keep only the first `n` tokens of the KV cache."""
         ...
@@ -92,6 +102,24 @@ class Runtime(Protocol):
         ...
 
     def is_eog(self, token: int) -> bool: ...
+
+
+Banned = Sequence[np.ndarray] | None  # per verify row: token ids the target may not choose
+
+
+def host_greedy(logits: np.ndarray, draft: Sequence[int], banned: Banned = None) -> list[int]:
+    """`Runtime.greedy` on host logits rows: argmax row by row, stopping at the first mismatch."""
+    out: list[int] = []
+    for i in range(len(draft) + 1):
+        row = logits[i]
+        if banned is not None and banned[i].size:
+            row = np.array(row, copy=True)
+            row[banned[i]] = -np.inf
+        best = int(row.argmax())
+        out.append(best)
+        if i == len(draft) or best != draft[i]:
+            break
+    return out
 
 
 def wanted_rows(rt: Runtime, n: int, rows: Sequence[int] | None) -> list[int]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_spec.runtimes.base import VocabInfo, chunked_eval, fingerprint
+from edge_spec.runtimes.base import Banned, VocabInfo, chunked_eval, fingerprint, host_greedy
 
 BOS, EOS, PAD, OFFSET = 0, 1, 2, 3
 N_VOCAB = 256 + OFFSET
@@ -100,6 +100,9 @@ class FakeRuntime:
         for j, r in enumerate(rows):
             out[j] = self._logits_for(self._tokens[: start + r + 1])
         return out
+
+    def greedy(self, tokens: Sequence[int], banned: Banned = None) -> list[int]:
+        return host_greedy(self.eval(tokens, rows=range(len(tokens))), tokens[1:], banned)
 
     def truncate(self, n: int) -> None:
         if not 0 <= n <= self.n_tokens:

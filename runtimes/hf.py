@@ -18,7 +18,15 @@ import numpy as np
 
 from edge_spec.errors import UserError, require
 from edge_spec.runtimes import hf_vocab
-from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, chunked_eval, fingerprint
+from edge_spec.runtimes.base import (
+    Banned,
+    RuntimeOptions,
+    VocabInfo,
+    chunked_eval,
+    fingerprint,
+    host_greedy,
+    wanted_rows,
+)
 from edge_spec.runtimes.gguf_torch import load_gguf_model
 from edge_spec.runtimes.hf_exact import make_batch_invariant
 from edge_spec.store.checkpoint import check_hf_checkpoint
@@ -150,7 +158,8 @@ class TorchRuntime:
     def eval(self, tokens: Sequence[int], rows: Sequence[int] | None = None) -> np.ndarray:
         return chunked_eval(self, tokens, rows, lambda chunk, rows, _last: self._forward(chunk, rows))
 
-    def _forward(self, chunk: list[int], rows: list[int]) -> np.ndarray | None:
+    def _run(self, chunk: list[int], rows: list[int]) -> Any:
+        """One forward; the logits of `rows` as a device tensor (None without rows)."""
         torch = self._torch
         ids = torch.tensor([chunk], dtype=torch.long, device=self.device)
         keep = torch.tensor(rows, dtype=torch.long, device=self.device)
@@ -164,8 +173,31 @@ class TorchRuntime:
         self._tokens.extend(int(t) for t in chunk)
         if not rows:
             return None
-        logits = res.logits[0] if self._rows_kw else res.logits[0, keep]
-        return logits.float().cpu().numpy()
+        return res.logits[0] if self._rows_kw else res.logits[0, keep]
+
+    def _forward(self, chunk: list[int], rows: list[int]) -> np.ndarray | None:
+        logits = self._run(chunk, rows)
+        return None if logits is None else logits.float().cpu().numpy()
+
+    def greedy(self, tokens: Sequence[int], banned: Banned = None) -> list[int]:
+        """Greedy verification on the device: only the ids up to the first mismatch cross."""
+        n = len(tokens)
+        if n > self.n_batch:
+            return host_greedy(self.eval(tokens, rows=range(n)), tokens[1:], banned)
+        wanted_rows(self, n, range(n))
+        torch = self._torch
+        with torch.inference_mode():
+            logits = self._run([int(t) for t in tokens], list(range(n)))
+            if banned is not None:
+                for i, ids in enumerate(banned):
+                    if ids.size:
+                        logits[i, torch.from_numpy(ids).to(self.device)] = float("-inf")
+            best = logits.argmax(dim=-1)
+            draft = torch.tensor([int(t) for t in tokens[1:]], dtype=best.dtype,
+                                 device=best.device)
+            miss = (best[:-1] != draft).nonzero()
+            m = int(miss[0, 0]) if miss.numel() else n - 1
+            return [int(t) for t in best[:m + 1].tolist()]
 
     def truncate(self, n: int) -> None:
         if n < 0 or n > self.n_tokens:

@@ -14,7 +14,14 @@ from pathlib import Path
 import numpy as np
 
 from edge_spec.errors import UserError, require
-from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, chunked_eval, fingerprint
+from edge_spec.runtimes.base import (
+    Banned,
+    RuntimeOptions,
+    VocabInfo,
+    chunked_eval,
+    fingerprint,
+    host_greedy,
+)
 from edge_spec.store.validate import check_gguf
 
 _VOCAB_TYPES = {0: "none", 1: "spm", 2: "bpe", 3: "wpm", 4: "ugm", 5: "rwkv", 6: "plamo2"}
@@ -113,6 +120,9 @@ class LlamaCppRuntime:
         if rc != 0:
             raise RuntimeError(f"llama_decode failed with code {rc} at n_past={n_past}")
         self._tokens.extend(chunk)  # chunked_eval made them Python ints already
+
+    def greedy(self, tokens: Sequence[int], banned: Banned = None) -> list[int]:
+        return host_greedy(self.eval(tokens, rows=range(len(tokens))), tokens[1:], banned)
 
     def truncate(self, n: int) -> None:
         if n < 0 or n > self.n_tokens:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from edge_spec.errors import UserError, require
-from edge_spec.runtimes.base import RuntimeOptions, VocabInfo, chunked_eval
+from edge_spec.runtimes.base import Banned, RuntimeOptions, VocabInfo, chunked_eval, host_greedy
 from edge_spec.runtimes.ort_session import GenaiDecoder, ModelInfo, SessionDecoder
 from edge_spec.runtimes.tokjson import JsonTokenizer
 from edge_spec.store.checkpoint import check_onnx_dir
@@ -86,6 +86,9 @@ class OrtRuntime:
         logits = self._dec.forward(chunk, self.n_tokens, bool(rows))
         self._tokens.extend(chunk)
         return _take(logits, rows, last) if rows else None
+
+    def greedy(self, tokens: Sequence[int], banned: Banned = None) -> list[int]:
+        return host_greedy(self.eval(tokens, rows=range(len(tokens))), tokens[1:], banned)
 
     def truncate(self, n: int) -> None:
         if n < 0 or n > self.n_tokens:

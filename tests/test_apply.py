@@ -18,7 +18,7 @@ def test_instruct_template_golden() -> None:
     msgs, prefix, stop = build_messages(TEMPLATES["instruct"], ORIG, UPD, "bump", "python")
     assert msgs[0]["role"] == "system" and "complete updated file" in msgs[0]["content"]
     assert msgs[1]["content"] == (
-        "Instruction: bump\n\nOriginal file:\n```python\ndef f(x):\n    return x + 1\n```\n\n"
+        "Original file:\n```python\ndef f(x):\n    return x + 1\n```\n\nInstruction: bump\n\n"
         "Edit snippet (`... existing code ...` stands for unchanged code):\n```python\n"
         "def f(x):\n    # ... existing code ...\n    return x + 2\n```\n\n"
         "Output the complete updated file.")
@@ -94,3 +94,15 @@ def test_accuracy_metrics() -> None:
     assert line_similarity("x\ny\n", "x\ny\n") == 1.0
     assert 0.4 < line_similarity("x\ny\nz\n", "x\nY\nz\n") < 0.9
     assert line_similarity("", "") == 1.0
+
+
+def test_the_original_comes_first_so_a_resent_file_reuses_its_prefix() -> None:
+    from edge_spec.apply.plan import plan_apply
+    from edge_spec.runtimes.base import common_prefix
+    from edge_spec.runtimes.fake import FakeRuntime
+
+    rt = FakeRuntime(n_ctx=8192)
+    a = plan_apply(rt, ORIG * 20, UPD, "bump to 2")
+    b = plan_apply(rt, ORIG * 20, "def f(x):\n    return x * 3\n", "triple it instead")
+    shared = common_prefix(a.tokens, b.tokens)
+    assert shared >= len(rt.tokenize(ORIG * 20))  # the whole file, whatever the instruction

@@ -298,7 +298,9 @@ def test_bad_input_fails_with_one_error_line(row: Row, tmp_path: Path,
     out_dir.mkdir()
     rss0 = _max_rss_mb()
     t0 = time.perf_counter()
-    res = CliRunner().invoke(main, ["run", *args, "--out", str(out_dir / "result.txt")])
+    # --engine model: these rows are about the model path (the merge alone loads no model).
+    res = CliRunner().invoke(main, ["run", *args, "--engine", "model",
+                                    "--out", str(out_dir / "result.txt")])
     elapsed = time.perf_counter() - t0
     grew = _max_rss_mb() - rss0
     line = res.stderr.rstrip("\n")

@@ -30,10 +30,11 @@ def test_bench_smollm2_two_tasks(smollm2_path: Path, tmp_path: Path) -> None:
     tasks.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out"
     res = CliRunner().invoke(main, ["bench", "--tasks", str(tasks), "--model", str(smollm2_path),
-                                    "--modes", "plain,spec-adaptive,hf-assisted",
+                                    "--modes", "plain,spec-adaptive,hf-assisted,llama-server-ngram-simple",
                                     "--max-tokens", "48", "--n-ctx", "4096", "--out", str(out),
-                                    "--json"])
+                                    "--json"], env={"LLAMA_SERVER": ""})
     assert res.exit_code == 0, res.output
+    assert "skipping the llama-server modes" in res.stderr  # no binary here: said, not faked
     records = json.loads((out / "results.json").read_text())
     assert len(records) == 2 * 3
     for r in records:
@@ -91,3 +92,12 @@ def test_bench_hf_peer_smollm2(smollm2_path: Path, tmp_path: Path, capsys) -> No
                                f"{r['decode_tok_s']} tok/s, tok/forward {r['tokens_per_forward']}, "
                                f"= plain {r['match_plain']}, = hf-plain {r.get('match_hf_plain')}"
                                for r in records))
+
+
+def test_parse_llama_server_modes() -> None:
+    from edge_spec.bench.modes import baseline_of
+
+    modes = parse_modes("llama-server,llama-server-ngram-simple,llama-server-ngram-mod,"
+                        "llama-server-draft")
+    assert [m.peer for m in modes[1:]] == ["llama-server"] * 4
+    assert baseline_of("llama-server-ngram-mod") == "llama-server"

@@ -56,11 +56,15 @@ def test_run_apply_streams_and_writes_out(smollm2_path: Path, tmp_path: Path) ->
     ex = Path(__file__).resolve().parents[1] / "examples" / "apply"
     out = tmp_path / "merged.py"
     args = ["run", "--model", str(smollm2_path), "--original", str(ex / "original.py"),
-            "--update", str(ex / "update.py"), "--max-tokens", "40"]
+            "--update", str(ex / "update.py"), "--max-tokens", "40", "--engine", "model"]
     res = invoke(*args)
-    assert res.exit_code == 0 and res.stdout.strip() and "decode" in res.stderr
-    res = invoke(*args, "--out", str(out), "--json")
-    assert res.exit_code == 0
+    # 40 tokens cannot hold the whole file: the answer check calls it suspect (exit 3).
+    assert res.exit_code == 3 and res.stdout.strip() and "decode" in res.stderr
+    assert "looks wrong" in res.stderr
+    res = invoke(*args, "--out", str(out), "--json")  # refused: --out stays untouched
+    assert res.exit_code == 3 and json.loads(res.stdout)["suspect"] and not out.exists()
+    res = invoke(*args, "--out", str(out), "--json", "--on-suspect", "write")
+    assert res.exit_code == 3
     assert out.read_text() == json.loads(res.stdout)["text"]
     assert [p.name for p in tmp_path.iterdir()] == ["merged.py"]
 
@@ -80,7 +84,7 @@ def test_apply_rejects_binary_and_non_utf8(tmp_path: Path, content: bytes) -> No
     upd = tmp_path / "upd.py"
     upd.write_text("x = 1\n")
     err = one_line_error(invoke("run", "--model", "smollm2", "--original", str(orig),
-                                "--update", str(upd)))
+                                "--update", str(upd), "--engine", "model"))
     assert "orig.py" in err
 
 
@@ -99,5 +103,5 @@ def test_apply_too_large_for_context(smollm2_path: Path, tmp_path: Path) -> None
     upd = tmp_path / "upd.py"
     upd.write_text("value_1 = 2\n")
     err = one_line_error(invoke("run", "--model", str(smollm2_path), "--original", str(big),
-                                "--update", str(upd), "--n-ctx", "2048"))
+                                "--update", str(upd), "--n-ctx", "2048", "--engine", "model"))
     assert "context" in err

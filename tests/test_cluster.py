@@ -107,7 +107,7 @@ def expected(smollm2_path: Path) -> dict[str, str]:
 
 def _apply(cl: SimpleNamespace, original: str, update: str) -> httpx.Response:
     return httpx.post(f"{cl.base}/v1/apply", headers=cl.headers, timeout=120, json={
-        "original": original, "update": update, "max_tokens": 32})
+        "original": original, "update": update, "max_tokens": 32, "engine": "model"})
 
 
 def test_affinity_key() -> None:

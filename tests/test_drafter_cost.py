@@ -55,12 +55,14 @@ def test_model_drafter_prefills_lazily_and_reports_it() -> None:
             drafts.append(d)
             return d
 
-    c = ctl()
+    c = ctl(probe_prefill_share=100.0)  # here the prefill always pays: this is about reporting
     res = generate(target, prompt, [Spy(drafter_rt, p_min=0.0)], c, GenConfig(max_tokens=60))
     assert res.stats.output_tokens == 60 and len(drafts) > 2
-    assert drafts[0].prefill_ms > 0.2 * len(prompt) * 0.5  # the prompt went through here
+    # The first draft brought the drafter's cache up to the prompt (timed apart); later ones
+    # only catch up on accepted tokens. No wall-clock bound: the split is what matters.
+    assert drafts[0].prefill_ms > 0 and drafts[0].prefill_ms <= drafts[0].draft_ms
     assert all(d.prefill_ms == 0.0 for d in drafts[1:])
-    assert c.best_k("model", 64) > 0
+    assert drafter_rt.evaluated >= len(prompt)
 
 
 def test_no_drafter_prefill_when_the_model_is_never_asked() -> None:
@@ -70,3 +72,18 @@ def test_no_drafter_prefill_when_the_model_is_never_asked() -> None:
     expensive = Controller(ControllerSettings(draft_cost_ratio={"model": 50.0}, probe_every=10**6))
     generate(target, prompt, [ModelDrafter(drafter_rt)], expensive, GenConfig(max_tokens=20))
     assert drafter_rt.evaluated == 0
+
+
+def test_a_prefill_that_cannot_pay_is_never_started() -> None:
+    # A long context, little decoding left: the drafter's prefill would cost more than the
+    # share of plain decoding it may take, so the model is not asked, not even as a probe.
+    target = FakeRuntime(follow=SOURCE)
+    drafter_rt = FakeRuntime(follow=SOURCE, seed=5)
+    prompt = target.tokenize("Copy:\n" + SOURCE * 3 + "\nAnswer:\n", add_bos=True)
+    c = ctl(probe_every=2)
+    generate(target, prompt, [ModelDrafter(drafter_rt)], c, GenConfig(max_tokens=20))
+    assert drafter_rt.evaluated == 0
+    # Once warm in a request (its prefill paid), probes are cheap and allowed again.
+    assert c.best_k("model", 64, context_len=10_000) == 0
+    c._warm.add("model")
+    assert any(c.best_k("model", 64, context_len=10_000) for _ in range(3))

@@ -17,10 +17,10 @@ def check_tasks(engine: Engine, tasks: list[dict], max_tokens: int,
     failures = []
     for t in tasks:
         plain = engine.apply(t["original"], t["update"], t["instruction"], draft="none",
-                             max_tokens=max_tokens)
+                             max_tokens=max_tokens, engine="model")
         for mode, fixed_k in modes:
             spec = engine.apply(t["original"], t["update"], t["instruction"], draft=mode,
-                                max_tokens=max_tokens, fixed_k=fixed_k)
+                                max_tokens=max_tokens, fixed_k=fixed_k, engine="model")
             s = spec.stats
             report.append(f"{t['id']:<24} {mode:<9} k={fixed_k or 'auto':<4} out {s.output_tokens:4d} "
                           f"tok/fwd {s.output_tokens / max(1, s.target_forwards):5.2f} "

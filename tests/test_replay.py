@@ -16,7 +16,7 @@ TABLE = {1: 45.8, 2: 87.3, 4: 144.2, 8: 333.6, 16: 440.8, 32: 782.2, 64: 1535.8,
 def _recorded() -> tuple[FakeRuntime, ReplayCase]:
     rt = FakeRuntime(follow="```\n" + MERGED + "```\n", n_ctx=16384)
     eng = Engine(rt, None, EngineConfig().override(kind="reference"))
-    res = eng.apply(ORIG, UPD)
+    res = eng.apply(ORIG, UPD, engine="model")
     task = {"id": "t0", "original": ORIG, "update": UPD}
     return FakeRuntime(follow="", n_ctx=16384), ReplayCase(task, list(res.extra["tokens"]),
                                                            list(res.extra["prompt"]),

@@ -93,7 +93,7 @@ def test_greedy_spec_equals_plain_exactly(hf_rt, capsys) -> None:  # noqa: ANN00
     plain = None
     for draft, k in (("none", None), ("reference", None), ("reference", 8)):
         res = engine.apply(task["original"], task["update"], task["instruction"], draft=draft,
-                           max_tokens=64, fixed_k=k)
+                           max_tokens=64, fixed_k=k, engine="model")
         s = res.stats
         report.append(f"{task['id']} {draft:<9} k={k or 'auto':<4} out {s.output_tokens} "
                       f"forwards {s.target_forwards} accepted {s.accepted}/{s.drafted} "

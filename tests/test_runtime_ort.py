@@ -146,9 +146,9 @@ def _spec_vs_plain(rt: OrtRuntime, tasks: list[dict], max_tokens: int, exact: bo
     engine = Engine(rt, None, EngineConfig().override(kind="reference"))
     for t in tasks:
         plain = engine.apply(t["original"], t["update"], t["instruction"], draft="none",
-                             max_tokens=max_tokens)
+                             max_tokens=max_tokens, engine="model")
         spec = engine.apply(t["original"], t["update"], t["instruction"], draft="reference",
-                            max_tokens=max_tokens)
+                            max_tokens=max_tokens, engine="model")
         s = spec.stats
         report.append(f"{rt.name} {t['id']}: out {s.output_tokens} forwards {s.target_forwards} "
                       f"accepted {s.accepted}/{s.drafted}")

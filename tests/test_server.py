@@ -299,7 +299,7 @@ UPDATE = "def greet(name):\n    print(f'Hello {name}!')\n\n# ... existing code .
 
 def test_apply_endpoint(srv: SimpleNamespace) -> None:
     body = {"original": ORIGINAL, "update": UPDATE, "instruction": "Use an f-string.",
-            "max_tokens": 48}
+            "max_tokens": 48, "engine": "model"}
     r = httpx.post(f"{srv.base}/v1/apply", json=body, headers=srv.headers, timeout=60)
     assert r.status_code == 200, r.text
     d = r.json()
@@ -324,21 +324,63 @@ def test_apply_endpoint(srv: SimpleNamespace) -> None:
 
 
 def test_continue_style_apply(srv: SimpleNamespace) -> None:
+    # The shape Continue's apply role sends an OpenAI-style provider: the file and the edit in
+    # the messages, the file again as the Predicted Outputs prediction.
+    update = "# ... existing code ...\n\ndef main():\n    greet('world')\n    greet('moon')\n"
     messages = [
         {"role": "system", "content": "You are a coding assistant that applies code edits."},
         {"role": "user", "content": [
             {"type": "text", "text": f"Here is a file:\n```python\n{ORIGINAL}```\n\n"},
-            {"type": "text", "text": f"Apply this edit:\n```python\n{UPDATE}```\n"
+            {"type": "text", "text": f"Apply this edit:\n```python\n{update}```\n"
                                      "Output the complete updated file."}]},
     ]
+    merged = ORIGINAL + "    greet('moon')\n"
+    resp = srv.client.chat.completions.create(
+        model="apply", messages=messages, temperature=0, max_tokens=200,
+        prediction={"type": "content", "content": ORIGINAL})
+    # The structural merge is sure of this snippet: the file comes back without a model run.
+    assert resp.choices[0].message.content == merged
+    assert resp.choices[0].finish_reason == "stop"
+    info = resp.model_dump()["edge_spec_apply"]
+    assert info["engine"] == "merge" and info["verdicts"][0]["status"] == "exact"
+    # The model path, asked for explicitly: the prediction drafts and is accounted for.
     resp = srv.client.chat.completions.create(
         model="apply", messages=messages, temperature=0, max_tokens=48,
-        prediction={"type": "content", "content": ORIGINAL})
+        prediction={"type": "content", "content": ORIGINAL}, extra_body={"engine": "model"})
     assert resp.choices[0].message.content
-    assert resp.choices[0].finish_reason in ("stop", "length")
+    assert resp.model_dump()["edge_spec_apply"]["engine"] == "model"
     d = resp.usage.completion_tokens_details
     assert d.accepted_prediction_tokens + d.rejected_prediction_tokens > 0
     assert resp.usage.completion_tokens <= 48
+    # Streaming gives the same file.
+    chunks = srv.client.chat.completions.create(
+        model="apply", messages=messages, temperature=0, max_tokens=200, stream=True,
+        prediction={"type": "content", "content": ORIGINAL})
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == merged
+
+
+def test_chat_apply_detection() -> None:
+    from edge_spec.server.wire import ChatRequest, chat_apply
+
+    def msgs(text: str) -> list[dict[str, str]]:
+        return [{"role": "user", "content": text}]
+
+    two_blocks = "Which is faster?\n```python\na = 1\n```\nor\n```python\nb = 2\n```\n"
+    plain = ChatRequest(messages=[{"role": "user", "content": two_blocks}])
+    assert chat_apply(plain, msgs(two_blocks)) is None  # a question, not an apply
+    flagged = ChatRequest(messages=[{"role": "user", "content": two_blocks}], apply=True)
+    ap = chat_apply(flagged, msgs(two_blocks))
+    assert ap is not None and ap.original == "a = 1\n" and ap.update == "b = 2\n"
+    assert ap.instruction.startswith("Which is faster?")
+    pred = ChatRequest(messages=[{"role": "user", "content": "x"}],
+                       prediction={"type": "content", "content": ORIGINAL})
+    text = f"Apply:\n```python\n{UPDATE}```"
+    ap = chat_apply(pred, msgs(text))
+    assert ap is not None and ap.original == ORIGINAL and ap.update == UPDATE
+    assert chat_apply(pred, msgs("no code here")) is None
+    off = ChatRequest(messages=[{"role": "user", "content": "x"}], apply=False,
+                      prediction={"type": "content", "content": ORIGINAL})
+    assert chat_apply(off, msgs(text)) is None
 
 
 def test_health_while_loading(engine: Engine) -> None:

@@ -46,6 +46,7 @@ from edge_spec.core.controller import Controller
 from edge_spec.core.loop import GenConfig, GenResult, generate
 from edge_spec.core.types import Reference
 from edge_spec.drafters.reference import ReferenceDrafter
+from edge_spec.runtimes.base import host_greedy
 from edge_spec.runtimes.hf import TorchRuntime
 from edge_spec.runtimes.hf_exact import make_batch_invariant
 
@@ -88,7 +89,7 @@ def build_model(args: argparse.Namespace) -> tuple[Any, str]:
 class DeviceIds:
     """What a device-argmax eval returns: the ids, shaped like `logits.argmax(axis=1)`.
 
-    `verify_greedy` only calls `logits.argmax(axis=1)`, so the real loop runs unchanged on it
+    `verify_greedy` only takes row argmaxes (`logits[i].argmax()`), so the real loop runs unchanged on it
     (greedy only) and shows the speed of verification on the device (issue 17, item 4).
     """
 
@@ -101,6 +102,19 @@ class DeviceIds:
 
     def argmax(self, axis: int = 1) -> np.ndarray:
         return self.ids
+
+    def __getitem__(self, i: int) -> _DeviceId:
+        return _DeviceId(int(self.ids[i]))
+
+
+class _DeviceId:
+    """One row's id: `verify_greedy` takes the argmax row by row, stopping at a mismatch."""
+
+    def __init__(self, token: int) -> None:
+        self.token = token
+
+    def argmax(self) -> int:
+        return self.token
 
 
 class RandomTorchRuntime(TorchRuntime):
@@ -146,6 +160,13 @@ class RandomTorchRuntime(TorchRuntime):
             self._cache = res.past_key_values
         self._tokens.extend(chunk)
         return DeviceIds(best.cpu().numpy())  # .cpu() waits for the device: k ids only
+
+    def greedy(self, tokens: Sequence[int], banned: Any = None) -> list[int]:
+        """Device mode: the torch runtime's own on-device verify; host mode: full rows copied
+        to the host and the argmax taken there (what the loop costs without device verify)."""
+        if self.device_argmax:
+            return super().greedy(tokens, banned)
+        return host_greedy(self.eval(tokens, rows=range(len(tokens))), tokens[1:], banned)
 
     def tokenize(self, text: str, *, add_bos: bool = False, special: bool = True) -> list[int]:
         return [ord(c) - _CHAR0 for c in text if 0 <= ord(c) - _CHAR0 < self.n_vocab]

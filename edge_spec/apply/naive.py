@@ -46,9 +46,11 @@ def naive_merge(original: str, update: str) -> str:
     return "\n".join(out) + ("\n" if original.endswith("\n") else "")
 
 
-def edit_references(original: str, update: str) -> tuple[Reference, Reference]:
-    """The naive merge and the original, each cut where the merge departs from the original."""
-    merged = naive_merge(original, update)
+def edit_references(original: str, update: str,
+                    merged: str | None = None) -> tuple[Reference, Reference]:
+    """The merge (`merged`, else the naive merge) and the original, each cut where the merge
+    departs from the original."""
+    merged = naive_merge(original, update) if merged is None else merged
     a, b = original.splitlines(keepends=True), merged.splitlines(keepends=True)
     off_a = [0]
     for ln in a:

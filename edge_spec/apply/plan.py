@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edge_spec.apply.clean import clean_output, lazy_lines
+from edge_spec.apply.guard import apply_guard
 from edge_spec.apply.naive import MARKER, edit_references
 from edge_spec.apply.templates import Template, build_messages, pick_template
 from edge_spec.config.settings import LAZY_POLICIES
 from edge_spec.core.chat import chat_tokens
+from edge_spec.core.guard import LineGuard
 from edge_spec.core.stats import Stats
 from edge_spec.core.types import Reference
 from edge_spec.errors import UserError
@@ -36,6 +38,17 @@ class ApplyResult:
     # the model left code out ("lazy" output). `fallback` says what replaced its text, if anything.
     lazy_lines: list[int] = field(default_factory=list)
     fallback: str | None = None
+    # Who wrote the file ("merge": the structural merge alone, no model; "model"), the merge's
+    # verdict per hunk, and what the answer check found wrong with a model's file.
+    engine: str = "model"
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    suspect: list[str] = field(default_factory=list)
+    language: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The apply fields of the JSON contract (besides the generation stats)."""
+        return {"engine": self.engine, "verdicts": self.verdicts, "suspect": self.suspect,
+                "lazy_lines": self.lazy_lines, "fallback": self.fallback}
 
 
 @dataclass(frozen=True)
@@ -49,7 +62,8 @@ class ApplyPlan:
     stop: tuple[str, ...]
     references: tuple[Reference, ...]
     budget: int
-    merged: str  # the naive merge (LF line ends)
+    merged: str  # the merge the model drafts from (LF line ends)
+    guard: LineGuard | None = None  # no marker line the original does not have (the target's)
 
     @property
     def crlf(self) -> bool:
@@ -79,19 +93,29 @@ class ApplyPlan:
 
 def plan_apply(target: Runtime, original: str, update: str, instruction: str | None = None, *,
                template: str | None = None, lang: str = "",
-               max_tokens: int | None = None) -> ApplyPlan:
-    """Build the plan for merging `update` into `original` with `target`."""
+               max_tokens: int | None = None, merged: str | None = None,
+               guard: bool = True) -> ApplyPlan:
+    """Build the plan for merging `update` into `original` with `target`.
+
+    `merged` (the structural merge's best text, when there is one) replaces the naive merge as
+    the first drafting reference: where the model follows the snippet, it predicts the edits.
+    """
     original_lf, update_lf = original.replace("\r\n", "\n"), update.replace("\r\n", "\n")
     tpl = pick_template(target.metadata, template)
     msgs, prefix, stop = build_messages(tpl, original_lf, update_lf, instruction, lang)
     tokens = chat_tokens(target, msgs) + target.tokenize(prefix, special=False)
     # The snippet's marker lines never appear in the answer: drafting them only wastes verifies.
     snippet = "\n".join(ln for ln in update_lf.splitlines() if not MARKER.match(ln))
-    merged, orig_ref = edit_references(original_lf, update_lf)
+    merged_ref, orig_ref = edit_references(original_lf, update_lf,
+                                           None if merged is None else merged.replace("\r\n", "\n"))
     budget = max_tokens or int(len(target.tokenize(original_lf + update_lf)) * 1.3) + 64
+    line_guard = None
+    if guard:
+        line_guard = apply_guard(original_lf, lambda t: target.token_bytes(t).decode(
+            "utf-8", "ignore"), target.n_vocab, target.vocab.fingerprint)
     return ApplyPlan(original=original, template=tpl, tokens=tokens, prefix=prefix, stop=stop,
-                     references=(merged, orig_ref, Reference(snippet)), budget=budget,
-                     merged=merged.text)
+                     references=(merged_ref, orig_ref, Reference(snippet)), budget=budget,
+                     merged=merged_ref.text, guard=line_guard)
 
 
 def check_policy(on_lazy: str) -> None:

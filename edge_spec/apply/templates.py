@@ -9,6 +9,10 @@ from edge_spec.errors import UserError
 
 SYSTEM = ("You merge code edits. Apply the edit snippet to the original file and output the "
           "complete updated file in one code block, with nothing else.")
+SYSTEM_STRICT = ("You merge code edits. Apply the edit snippet to the original file and output "
+                 "the complete updated file in one code block, with nothing else. Copy every "
+                 "line the snippet does not change exactly as it is in the original; never "
+                 "write `... existing code ...` or any other placeholder for code.")
 
 
 @dataclass(frozen=True)
@@ -23,11 +27,21 @@ class Template:
 
 
 TEMPLATES: dict[str, Template] = {
+    # The original file comes first (after the fixed system prompt): an IDE that re-sends the
+    # same file with a new edit then reuses the KV prefix of the whole file.
     "instruct": Template(
         "instruct", SYSTEM,
-        "{instruction_line}Original file:\n{fence}{lang}\n{original_nl}{fence}\n\n"
+        "Original file:\n{fence}{lang}\n{original_nl}{fence}\n\n{instruction_line}"
         "Edit snippet (`... existing code ...` stands for unchanged code):\n"
         "{fence}{lang}\n{update_nl}{fence}\n\nOutput the complete updated file.",
+        "{fence}{lang}\n", ("\n{fence}",)),
+    # A stricter wording, for A/B runs against `instruct` (edge-spec bench --template).
+    "instruct-strict": Template(
+        "instruct-strict", SYSTEM_STRICT,
+        "Original file:\n{fence}{lang}\n{original_nl}{fence}\n\n{instruction_line}"
+        "Edit snippet (`... existing code ...` stands for unchanged code):\n"
+        "{fence}{lang}\n{update_nl}{fence}\n\nOutput the complete updated file: every "
+        "unchanged line of the original, no omissions, no `...` placeholders.",
         "{fence}{lang}\n", ("\n{fence}",)),
     "fastapply": Template(
         "fastapply", None,

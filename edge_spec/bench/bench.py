@@ -10,22 +10,49 @@ import os
 import platform
 import statistics as st
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from edge_spec.apply.clean import lazy_lines
-from edge_spec.bench.metrics import line_similarity, ws_equal
+from edge_spec.bench.metrics import (
+    MISS_CLASSES,
+    line_similarity,
+    miss_class,
+    token_equal,
+    ws_equal,
+)
 from edge_spec.bench.modes import RESULT_FIELDS, Mode, apply_plan, baseline_of
 from edge_spec.bench.neartie import divergence
 from edge_spec.bench.peers import PldPeer
 from edge_spec.bench.peers_hf import HfPeer, run_hf
+from edge_spec.bench.peers_server import LlamaServerPeer
 from edge_spec.core.chat import chat_tokens
 from edge_spec.errors import UserError
 
 
-def run_ours(engine: Any, task: dict[str, Any], mode: Mode, max_tokens: int | None,
-             template: str | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RunOptions:
+    """How our modes run each task."""
+
+    max_tokens: int | None = None
+    template: str | None = None
+    apply_engine: str = "model"  # speed runs: the model writes every file
+    guard: bool = True
+
+
+@dataclass
+class Peers:
+    """The peers a run uses, each built when a mode needs it."""
+
+    pld: PldPeer | None = None
+    hf: HfPeer | None = None
+    server: LlamaServerPeer | None = None
+
+
+def run_ours(engine: Any, task: dict[str, Any], mode: Mode, opts: RunOptions) -> dict[str, Any]:
+    max_tokens, template = opts.max_tokens, opts.template
     if "prompt" in task:
         res = engine.generate(task["prompt"], max_tokens=max_tokens or 256, draft=mode.draft,
                               fixed_k=mode.fixed_k)
@@ -33,7 +60,8 @@ def run_ours(engine: Any, task: dict[str, Any], mode: Mode, max_tokens: int | No
     else:
         res = engine.apply(task["original"], task["update"], task.get("instruction"),
                            lang=task.get("language", ""), max_tokens=max_tokens,
-                           draft=mode.draft, fixed_k=mode.fixed_k, template=template)
+                           draft=mode.draft, fixed_k=mode.fixed_k, template=template,
+                           engine=opts.apply_engine, path=task.get("path"), guard=opts.guard)
         text, stats = res.text, res.stats
     d = stats.to_dict(steps=True)
     d["text"] = text
@@ -48,45 +76,56 @@ def run_ours(engine: Any, task: dict[str, Any], mode: Mode, max_tokens: int | No
     if "prompt" in task:
         d["_ids"] = (engine.prompt_tokens(task["prompt"]), list(res.tokens))
     else:
-        d["_ids"] = (res.extra["prompt"], list(res.extra["tokens"]))
-    d["output_ids"] = [int(t) for t in d["_ids"][1]]
+        d.update(res.to_dict())
+        d["_ids"] = (res.extra["prompt"], list(res.extra["tokens"])) if res.extra else None
+    d["output_ids"] = [int(t) for t in d["_ids"][1]] if d["_ids"] else []
     return d
 
 
-def run_task(engine: Any, peer: PldPeer | None, task: dict[str, Any], mode: Mode,
-             max_tokens: int | None, template: str | None = None,
-             hf: Any = None) -> dict[str, Any]:
+def run_task(engine: Any, peers: Peers, task: dict[str, Any], mode: Mode,
+             opts: RunOptions) -> dict[str, Any]:
     """One measurement; errors are recorded, never raised."""
     try:
         if mode.peer and mode.peer.startswith("hf-"):
-            return run_hf(hf, engine, task, mode, max_tokens, template)
-        if mode.peer == "pld":
-            if peer is None:
-                raise UserError("llamacpp-pld needs the llama.cpp target")
-            if "prompt" in task:
-                toks = chat_tokens(engine.target, [{"role": "user", "content": task["prompt"]}])
-                d = peer.run(toks, max_tokens or 256, (), mode.param or 10)
-            else:
-                plan = apply_plan(engine, task, template, max_tokens)
-                d = peer.run(plan.tokens, plan.budget, plan.stop, mode.param or 10)
-                d["text"] = plan.clean(d["text"], d["finish_reason"] == "stop")
-            return d
+            return run_hf(peers.hf, engine, task, mode, opts.max_tokens, opts.template)
+        if mode.peer in ("pld", "llama-server"):
+            return _run_llamacpp_peer(engine, peers, task, mode, opts)
         if mode.peer:
             raise UserError(f"mode {mode.name} is not available in this build")
-        return run_ours(engine, task, mode, max_tokens, template)
+        return run_ours(engine, task, mode, opts)
     except Exception as exc:  # noqa: BLE001 - a failing mode must not stop the benchmark
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
+def _run_llamacpp_peer(engine: Any, peers: Peers, task: dict[str, Any], mode: Mode,
+                       opts: RunOptions) -> dict[str, Any]:
+    """llama-cpp-python's prompt lookup or llama.cpp's llama-server, from our exact prompt."""
+    if mode.peer == "pld" and peers.pld is None:
+        raise UserError("llamacpp-pld needs the llama.cpp target")
+    if mode.peer == "llama-server" and peers.server is None:
+        raise UserError("llama-server modes need --llama-server PATH or $LLAMA_SERVER")
+    plan = None if "prompt" in task else apply_plan(engine, task, opts.template, opts.max_tokens)
+    if plan is None:
+        toks = chat_tokens(engine.target, [{"role": "user", "content": task["prompt"]}])
+        budget, stop = opts.max_tokens or 256, ()
+    else:
+        toks, budget, stop = plan.tokens, plan.budget, plan.stop
+    if mode.peer == "pld":
+        d = peers.pld.run(toks, budget, stop, mode.param or 10)  # type: ignore[union-attr]
+    else:
+        d = peers.server.run(mode.name, toks, budget, stop)  # type: ignore[union-attr]
+    if plan is not None:
+        d["text"] = plan.clean(d["text"], d["finish_reason"] == "stop")
+    return d
+
+
 def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: int,
-          max_tokens: int | None, peer_factory: Callable[[], PldPeer | None] | None = None,
-          progress: Callable[[str], None] | None = None,
-          template: str | None = None) -> list[dict[str, Any]]:
+          opts: RunOptions, peers: Peers | None = None,
+          progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """Run every (repeat, task, mode) interleaved; return result records."""
-    peer = peer_factory() if peer_factory and any(m.peer == "pld" for m in modes) else None
-    hf = None
-    if any(m.peer and m.peer.startswith("hf-") for m in modes):
-        hf = HfPeer.for_engine(engine)  # loads its models on first use, once per run
+    peers = peers or Peers()
+    if peers.hf is None and any(m.peer and m.peer.startswith("hf-") for m in modes):
+        peers.hf = HfPeer.for_engine(engine)  # loads its models on first use, once per run
     records: list[dict[str, Any]] = []
     for r in range(repeat):
         for task in tasks:
@@ -94,7 +133,7 @@ def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: i
             plain_ids = None
             hf_text = None
             for mode in modes:
-                d = run_task(engine, peer, task, mode, max_tokens, template, hf)
+                d = run_task(engine, peers, task, mode, opts)
                 ids = d.pop("_ids", None)
                 rec = {"task_id": task["id"], "mode": mode.name, "repeat": r, **d}
                 text = d.get("text")
@@ -112,9 +151,15 @@ def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: i
                 rec["match_expected_ws"] = None if text is None or exp is None else ws_equal(text, exp)
                 rec["line_similarity"] = (None if text is None or exp is None
                                           else round(line_similarity(text, exp), 4))
+                rec["match_expected_tokens"] = (None if text is None or exp is None else
+                                                token_equal(text, exp, task.get("language", ""),
+                                                            task.get("path", "")))
                 # Answers that left '... existing code ...' markers in (code left out).
                 rec["lazy"] = (None if text is None or "original" not in task
                                else len(lazy_lines(text, task["original"])))
+                rec["miss"] = miss_class(rec)
+                if "kind" in task:  # a messy variant: accuracy is reported per kind
+                    rec["kind"] = task["kind"]
                 rec.setdefault("error", None)
                 for f in RESULT_FIELDS:
                     rec.setdefault(f, None)
@@ -166,7 +211,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     base: dict[str, dict[tuple[str, int], float]] = {
         b: {(r["task_id"], r["repeat"]): r["decode_tok_s"] for r in records
             if r["mode"] == b and not r["error"] and r["decode_tok_s"]}
-        for b in ("plain", "hf-plain")}
+        for b in ("plain", "hf-plain", "llama-server")}
     out: dict[str, dict[str, Any]] = {}
     for mode in dict.fromkeys(r["mode"] for r in records):
         rs = [r for r in records if r["mode"] == mode]
@@ -187,6 +232,22 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "match_expected_ws": sum(bool(r.get("match_expected_ws")) for r in ok),
             "line_similarity": med([r.get("line_similarity") for r in ok]),
             "lazy": sum(bool(r.get("lazy")) for r in ok),
+            "match_expected_tokens": sum(bool(r.get("match_expected_tokens")) for r in ok),
+            "merge_answered": sum(r.get("engine") == "merge" for r in ok),
+            "misses": {c: n for c in MISS_CLASSES
+                       if (n := sum(r.get("miss") == c for r in ok))},
             "n_ok": len(ok), "baseline": baseline_of(mode),
+            "by_kind": _by_kind(ok),
         }
+    return out
+
+
+def _by_kind(records: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """{kind: [exact, tasks]} for messy-variant task files (empty for canonical tasks)."""
+    out: dict[str, list[int]] = {}
+    for r in records:
+        if r.get("kind") and r.get("match_expected") is not None:
+            acc = out.setdefault(str(r["kind"]), [0, 0])
+            acc[0] += bool(r["match_expected"])
+            acc[1] += 1
     return out

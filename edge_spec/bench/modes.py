@@ -45,6 +45,9 @@ def parse_modes(spec: str, baseline: bool = True) -> list[Mode]:
             modes.append(Mode(name, peer="pld", param=10))
         elif name.startswith("llamacpp-pld-"):
             modes.append(Mode(name, peer="pld", param=_int(name, "llamacpp-pld-")))
+        elif name in ("llama-server", "llama-server-ngram-simple", "llama-server-ngram-mod",
+                      "llama-server-draft"):
+            modes.append(Mode(name, peer="llama-server"))
         elif name in ("hf-plain", "hf-assisted"):
             modes.append(Mode(name, peer=name))
         elif name == "hf-pld":
@@ -54,7 +57,8 @@ def parse_modes(spec: str, baseline: bool = True) -> list[Mode]:
         else:
             raise UserError(f"unknown bench mode {name!r}: use plain, spec-adaptive[-DRAFTER], "
                             "spec-fixed-K, spec-model-fixed-K, llamacpp-pld[-N], hf-plain, "
-                            "hf-pld[-N], hf-assisted")
+                            "hf-pld[-N], hf-assisted, llama-server[-ngram-simple|-ngram-mod|"
+                            "-draft]")
     if baseline and (not modes or modes[0].name != "plain"):
         modes = [Mode("plain"), *[m for m in modes if m.name != "plain"]]
     return modes
@@ -63,7 +67,9 @@ def parse_modes(spec: str, baseline: bool = True) -> list[Mode]:
 def baseline_of(mode: str) -> str:
     """The mode a mode's speedup is measured against: hf-plain for the transformers peer
     (list hf-plain among the modes to get hf-* speedups)."""
-    return "hf-plain" if mode.startswith("hf-") else "plain"
+    if mode.startswith("hf-"):
+        return "hf-plain"
+    return "llama-server" if mode.startswith("llama-server") else "plain"
 
 
 def _int(name: str, prefix: str) -> int:

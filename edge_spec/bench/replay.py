@@ -103,6 +103,18 @@ class ReplayRuntime:
         end = len(self._truth) - 1
         return OneHotRows([self._truth[min(start + r + 1, end)] for r in want])
 
+    def greedy(self, tokens: Sequence[int], banned: Any = None) -> list[int]:
+        start = len(self._tokens)
+        self._tokens.extend(int(t) for t in tokens)
+        self._clock.ms += self._cost(len(tokens))
+        end, out = len(self._truth) - 1, []
+        for i in range(len(tokens)):
+            best = self._truth[min(start + i + 1, end)]
+            out.append(best)
+            if i == len(tokens) - 1 or best != tokens[i + 1]:
+                break
+        return out
+
     def truncate(self, n: int) -> None:
         del self._tokens[n:]
 

@@ -45,8 +45,9 @@ def summary_md(summary: dict[str, Any], meta: dict[str, Any], records: list[dict
         "to plain; '+ n tie' counts those that differ at a proven numeric near-tie (top-2 gap "
         "at the first differing token <= the batch-vs-single logit noise there).", "",
         "| mode | ok/runs | decode tok/s | speedup | worst task | tok/forward | acceptance "
-        "| prefill ms | = plain | = expected | = expected (ws) | line sim. |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| prefill ms | = plain | = expected | = expected (ws) | = expected (tokens) | line sim. "
+        "| merge alone |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for mode, s in summary.items():
         lines.append(
@@ -54,12 +55,23 @@ def summary_md(summary: dict[str, Any], meta: dict[str, Any], records: list[dict
             f"{_fmt(s['speedup'])}x | {_fmt(s['min_speedup'])}x | {_fmt(s['tokens_per_forward'])} | "
             f"{_fmt(s['acceptance'], True)} | {_fmt(s['prefill_ms'])} | "
             f"{s['match_plain']}/{s['n_ok']}{_ties(s)} | {s['match_expected']}/{s['n_ok']} | "
-            f"{s['match_expected_ws']}/{s['n_ok']} | {_fmt(s['line_similarity'])} |")
+            f"{s['match_expected_ws']}/{s['n_ok']} | {s.get('match_expected_tokens', 0)}/{s['n_ok']} "
+            f"| {_fmt(s['line_similarity'])} | {s.get('merge_answered', 0)}/{s['n_ok']} |")
     lazy = {m: s["lazy"] for m, s in summary.items() if s.get("lazy")}
     if lazy:
         lines += ["", "Lazy answers (the output kept `... existing code ...` markers, so code was "
                   "left out): " + ", ".join(f"{m} {n}/{summary[m]['n_ok']}" for m, n in lazy.items())
                   + "."]
+    misses = {m: s["misses"] for m, s in summary.items() if s.get("misses")}
+    if misses:
+        lines += ["", "Misses by class (lazy, unplaced hunk, change outside the edited region, "
+                  "incomplete, invalid output, other): " + "; ".join(
+                      f"{m} " + ", ".join(f"{c} {n}" for c, n in cl.items())
+                      for m, cl in misses.items()) + "."]
+    kinds = {m: s["by_kind"] for m, s in summary.items() if s.get("by_kind")}
+    for m, by in kinds.items():
+        lines += ["", f"Accuracy per snippet kind ({m}): " + ", ".join(
+            f"{k} {e}/{n}" for k, (e, n) in sorted(by.items())) + "."]
     errors = [r for r in records if r.get("error")]
     if errors:
         lines += ["", "## Errors", ""]

@@ -9,13 +9,14 @@ from typing import Any
 
 import click
 
+from edge_spec.bench.bench import Peers, RunOptions, machine, summarize
 from edge_spec.bench.bench import bench as run_bench
-from edge_spec.bench.bench import machine, summarize
 from edge_spec.bench.modes import load_tasks, parse_modes
 from edge_spec.bench.peers import PldPeer
+from edge_spec.bench.peers_server import LlamaServerPeer, server_binary
 from edge_spec.bench.report import write_plots, write_results
 from edge_spec.cli.output import emit_json, int_range
-from edge_spec.config.settings import BACKENDS, RuntimeSettings
+from edge_spec.config.settings import APPLY_ENGINES, BACKENDS, RuntimeSettings
 from edge_spec.engine import build_engine
 
 
@@ -30,6 +31,13 @@ from edge_spec.engine import build_engine
                    "(hf-* speedups are over hf-plain: list it too).")
 @click.option("--repeat", type=click.IntRange(1), default=1, show_default=True)
 @click.option("--template", default=None, help="Apply prompt template (default: from the model).")
+@click.option("--engine", "apply_engine", type=click.Choice(APPLY_ENGINES), default="model",
+              show_default=True,
+              help="Apply engine for our modes: model (speed: the model writes every file), auto "
+                   "(accuracy: the structural merge where it is sure) or merge.")
+@click.option("--no-guard", is_flag=True,
+              help="Apply without the decode-time guard against marker lines (for before/after "
+                   "measurements; the guard is part of the target, on by default).")
 @click.option("--no-baseline", is_flag=True,
               help="Do not add the plain mode (accuracy runs; no speedups then).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench-out",
@@ -46,6 +54,9 @@ from edge_spec.engine import build_engine
                    "default: the profile's, else llamacpp.")
 @click.option("--profile", envvar="EDGE_SPEC_PROFILE", default=None,
               help="Hardware profile for the controller and runtime; flags override it.")
+@click.option("--llama-server", "llama_server", default=None, type=click.Path(dir_okay=False),
+              help="llama.cpp's llama-server binary for the llama-server* modes "
+                   "(default: $LLAMA_SERVER).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def bench(**o: Any) -> None:
     """Benchmark plain decoding, edge-spec and peers side by side; JSON + Markdown + PNG."""
@@ -56,21 +67,33 @@ def bench(**o: Any) -> None:
     # The llama.cpp peers only compare fairly with a llama.cpp baseline.
     rt = engine.config.runtime
     path = engine.target.path if rt.backend == "llamacpp" else None
-
-    def peer() -> PldPeer | None:
-        return PldPeer(path, rt.n_ctx, rt.threads) if path else None
-
+    peers = Peers()
+    if path and any(m.peer == "pld" for m in modes):
+        peers.pld = PldPeer(path, rt.n_ctx, rt.threads)
+    if any(m.peer == "llama-server" for m in modes):
+        binary = server_binary(o["llama_server"])
+        if binary is None or path is None:
+            click.echo("skipping the llama-server modes: no llama-server binary (pass "
+                       "--llama-server PATH or set $LLAMA_SERVER) or no GGUF target", err=True)
+            modes = [m for m in modes if m.peer != "llama-server"]
+        else:
+            drafter = engine.drafter_path
+            peers.server = LlamaServerPeer(binary, path, rt.n_ctx, rt.threads, drafter)
+    opts = RunOptions(o["max_tokens"], o["template"], o["apply_engine"], not o["no_guard"])
     total = len(tasks) * len(modes) * o["repeat"]
-    records = _with_progress(total, lambda cb: run_bench(engine, tasks, modes, o["repeat"],
-                                                         o["max_tokens"], peer, cb,
-                                                         o["template"]))
+    try:
+        records = _with_progress(total, lambda cb: run_bench(engine, tasks, modes, o["repeat"],
+                                                             opts, peers, cb))
+    finally:
+        if peers.server is not None:
+            peers.server.close()
     summary = summarize(records)
     out = Path(o["out_dir"])
     meta = {"command": "edge-spec " + " ".join(sys.argv[1:]), "tasks": o["tasks_path"],
             "n_tasks": len(tasks), "repeat": o["repeat"], "model": engine.model_name,
             "drafter": engine.drafter_name, "threads": rt.threads or "all",
             "profile": o["profile"] or "built-in defaults",
-            "template": o["template"] or "from the model",
+            "template": o["template"] or "from the model", "engine": o["apply_engine"], "guard": not o["no_guard"],
             "machine": machine(), "date": _dt.datetime.now().isoformat(timespec="seconds")}
     write_results(out, records, summary, meta)
     focus = next((m.name for m in modes if m.name.startswith("spec-adaptive")), modes[-1].name)

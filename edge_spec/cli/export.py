@@ -6,7 +6,8 @@ from typing import Any
 
 import click
 
-from edge_spec.cli.output import emit_json
+from edge_spec.cli.output import emit_json, int_range
+from edge_spec.config.settings import ONNX_EXPORTERS, ONNX_QUANTS, ONNX_TARGETS, ExportSettings
 from edge_spec.export.pipeline import ExportOptions, export
 
 
@@ -18,18 +19,23 @@ from edge_spec.export.pipeline import ExportOptions, export
               help="Use the target itself at this GGUF quant as the drafter (e.g. Q4_0).")
 @click.option("--format", "formats", default="gguf", show_default=True,
               help="Comma list of output formats: gguf, onnx.")
-@click.option("--target-quant", default="Q4_K_M", show_default=True, help="GGUF quant of the target.")
-@click.option("--drafter-quant", default="Q4_0", show_default=True, help="GGUF quant of the drafter.")
-@click.option("--onnx-quant", type=click.Choice(["int4", "int8", "none"]), default="int4",
+@click.option("--target-quant", default=ExportSettings.target_quant, show_default=True,
+              help="GGUF quant of the target.")
+@click.option("--drafter-quant", default=ExportSettings.drafter_quant, show_default=True,
+              help="GGUF quant of the drafter.")
+@click.option("--onnx-quant", type=click.Choice(ONNX_QUANTS), default=ExportSettings.onnx_quant,
               show_default=True, help="ONNX weight quantization.")
-@click.option("--onnx-exporter", type=click.Choice(["builder", "optimum"]), default="builder",
-              show_default=True, help="onnxruntime-genai's model builder, or optimum (own extra).")
-@click.option("--onnx-provider", type=click.Choice(["cpu", "cuda"]), default="cpu",
-              show_default=True, help="Execution provider the ONNX model is built for.")
+@click.option("--onnx-exporter", type=click.Choice(ONNX_EXPORTERS),
+              default=ExportSettings.onnx_exporter, show_default=True,
+              help="onnxruntime-genai's model builder, or optimum (own extra).")
+@click.option("--onnx-provider", type=click.Choice(ONNX_TARGETS),
+              default=ExportSettings.onnx_provider, show_default=True,
+              help="Execution provider the ONNX model is built for.")
 @click.option("--check/--no-check", default=True, show_default=True,
               help="Round-trip check: greedy tokens of each export vs its source.")
 @click.option("--profile", default="", help="Record this profile as the bundle's recommended one.")
-@click.option("--threads", type=click.IntRange(0), default=0, help="CPU threads (0: all).")
+@click.option("--threads", type=int_range(ExportSettings, "threads"), default=0,
+              help="CPU threads (0: all).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Bundle folder to create.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display on stderr.")

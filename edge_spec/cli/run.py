@@ -10,7 +10,17 @@ import click
 
 from edge_spec.apply import LANGS
 from edge_spec.cli.output import emit_json, float_range, int_range
+from edge_spec.cli.review import (
+    apply_fields,
+    diff_text,
+    engine_note,
+    lazy_warning,
+    print_diff,
+    suspect_warning,
+    verdict_lines,
+)
 from edge_spec.config.settings import (
+    APPLY_ENGINES,
     BACKENDS,
     DRAFT_MODES,
     LAZY_POLICIES,
@@ -39,8 +49,7 @@ def summary_line(d: dict[str, Any]) -> str:
 def result_dict(res: Any, engine: Any, text: str) -> dict[str, Any]:
     d = res.stats.to_dict()
     d.update(text=text, model=engine.model_name, drafter=engine.drafter_name)
-    if hasattr(res, "lazy_lines"):
-        d.update(lazy_lines=res.lazy_lines, fallback=res.fallback)
+    d.update(apply_fields(res))
     return d
 
 
@@ -51,6 +60,22 @@ def result_dict(res: Any, engine: Any, text: str) -> dict[str, Any]:
 @click.option("--instruction", help="Code apply: what the edit does.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the merged file here (atomic).")
 @click.option("--template", help="Apply prompt template: instruct, fastapply, aixapply.")
+@click.option("--engine", "apply_engine", type=click.Choice(APPLY_ENGINES), default="auto",
+              show_default=True,
+              help="Code apply: auto (the structural merge when it is sure of every hunk, no "
+                   "model; else the model), merge (structural only; exit 2 naming an unsure "
+                   "hunk) or model (the model writes the file, the merge drafts).")
+@click.option("--on-suspect", type=click.Choice(("refuse", "write")), default="refuse",
+              show_default=True,
+              help="Code apply: when the check finds the model's file wrong (snippet lines "
+                   "missing, original code dropped outside the edit, a parse error): leave "
+                   "--out untouched, or write it anyway; either way exit code 3.")
+@click.option("--no-guard", is_flag=True,
+              help="Code apply: let the model write marker lines the original lacks (the guard "
+                   "against lazy answers is on by default; it is part of the target).")
+@click.option("--diff", "show_diff", is_flag=True,
+              help="Code apply: print the change as a unified diff with each hunk's verdict "
+                   "instead of the file (with --out, the file is written too).")
 @click.option("--on-lazy", type=click.Choice(LAZY_POLICIES), default="naive",
               show_default=True,
               help="Code apply: when the model's answer still holds '... existing code ...' "
@@ -105,23 +130,34 @@ def run(**o: Any) -> None:
                           n_gpu_layers=o["n_gpu_layers"], k_max=o["k_max"],
                           runtime=o["runtime"], bundle=o["bundle"], verify_bundle=o["verify"])
     sampling = SamplingSettings(o["temperature"], o["top_k"], o["top_p"], o["seed"])
-    streaming = not o["as_json"] and o["out"] is None
+    streaming = not o["as_json"] and o["out"] is None and not o["show_diff"]
 
     def on_delta(delta: str) -> None:
         sys.stdout.write(delta)
         sys.stdout.flush()
 
     cb = on_delta if streaming else None
+    exit_code = 0
     if applying:
         lang = o["lang"] or _lang(o["original"])
         policy = "keep" if streaming else o["on_lazy"]
         res = engine.apply(original, update, o["instruction"], template=o["template"], lang=lang,
                            max_tokens=o["max_tokens"], sampling=sampling, fixed_k=o["fixed_k"],
-                           on_delta=cb, on_lazy=policy)
+                           on_delta=cb, on_lazy=policy, engine=o["apply_engine"],
+                           guard=not o["no_guard"],
+                           path=None if o["original"] == "-" else o["original"])
         text = res.text
         if streaming and not res.raw.endswith("\n") and text.endswith("\n"):
             sys.stdout.write("\n")
-        lazy_exit = _lazy_warning(res, streaming, o["on_lazy"])
+        if o["show_diff"]:
+            print_diff(diff_text(original, text, Path(o["original"]).name))
+        if not o["quiet"]:
+            for line in verdict_lines(res) if o["show_diff"] else []:
+                click.echo(line, err=True)
+            click.echo(engine_note(res, o["apply_engine"]), err=True)
+        exit_code = lazy_warning(res, streaming, o["on_lazy"])
+        wrote = streaming or (o["on_suspect"] == "write" and bool(o["out"]))
+        exit_code = suspect_warning(res, wrote=wrote) or exit_code
     else:
         res = engine.generate(o["prompt"], max_tokens=o["max_tokens"] or 512, stop=o["stop"],
                               sampling=sampling, references=refs, chat=not o["no_chat"],
@@ -129,35 +165,17 @@ def run(**o: Any) -> None:
         text = res.text
         if streaming:
             sys.stdout.write("\n")
-        lazy_exit = 0
     sys.stdout.flush()
     d = result_dict(res, engine, text)
-    if o["out"]:
+    refuse = applying and bool(res.suspect) and o["on_suspect"] == "refuse"  # type: ignore[union-attr]
+    if o["out"] and not refuse:
         write_text(o["out"], text)
     if o["as_json"]:
         emit_json(d)
-    elif not o["quiet"]:
+    elif not o["quiet"] and d.get("engine") != "merge":  # a merge has no decoding to report
         click.echo(summary_line(d), err=True)
-    if lazy_exit:
-        sys.exit(lazy_exit)
-
-
-def _lazy_warning(res: Any, streaming: bool, policy: str) -> int:
-    """Warn on stderr about code the model left out; the exit code (3 when it reached stdout)."""
-    if not res.lazy_lines:
-        return 0
-    n, first = len(res.lazy_lines), res.lazy_lines[0]
-    what = f"the model left {n} '... existing code ...' marker(s) in its answer (first: line {first})"
-    if res.fallback == "naive":
-        click.echo(f"warning: {what}; wrote the naive merge of the snippet instead "
-                   "(--on-lazy keep writes the answer as is)", err=True)
-        return 0
-    if streaming and policy != "keep":
-        click.echo(f"warning: {what}: the file printed above is incomplete; use --out FILE or "
-                   "--json to get the naive merge instead", err=True)
-        return 3
-    click.echo(f"warning: {what}: the merged file is incomplete", err=True)
-    return 0
+    if exit_code:
+        sys.exit(exit_code)
 
 
 def _lang(path: str) -> str:

@@ -24,6 +24,10 @@ BACKEND_ALIASES: Mapping[str, str] = {
 DRAFT_MODES = ("hybrid", "reference", "model", "none")
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 APPLY_ENGINES = ("auto", "model", "merge")
+EXPORT_FORMATS = ("gguf", "onnx")
+ONNX_QUANTS = ("int4", "int8", "none")
+ONNX_EXPORTERS = ("builder", "optimum")
+ONNX_TARGETS = ("cpu", "cuda")
 LAZY_POLICIES = ("keep", "naive", "error")
 COST_SOURCES = ("measured", "estimated")
 # The verify-cost table of a profile must cover at least these draft+1 sizes.
@@ -102,7 +106,8 @@ DEFAULT_VERIFY_MS: Mapping[int, float] = {
 # Priors per draft feature (prefix match): an aligned copy of a reference is nearly always
 # right in code apply, a 2-token coincidence much less so. Learned estimates replace them.
 DEFAULT_FEATURE_PRIORS: Mapping[str, float] = {
-    "ref-start": 0.9, "ref-a": 0.95, "ref-n-gt16": 0.9, "ref-n-le16": 0.85,
+    "ref-start": 0.99, "ref-a": 0.95, "ref-a-s8": 0.97, "ref-a-s64": 0.995,
+    "ref-n-gt16": 0.9, "ref-n-le16": 0.85,
     "ref-n-le8": 0.8, "ref-n-le4": 0.7, "ref-n-le2": 0.5, "ref-text": 0.6, "model": 0.7,
 }
 
@@ -121,6 +126,9 @@ class ControllerSettings:
     request_decay: float = setting(0.1, lo=0.0, hi=1.0)
     cost_smoothing: float = setting(0.3, lo=0.0, hi=1.0)
     probe_every: int = setting(24, lo=1, hi=1 << 20)
+    # A drafter model's prefill (once per request) must cost at most this share of the plain
+    # decoding time left before it is asked at all.
+    probe_prefill_share: float = setting(0.1, lo=0.0, hi=1e6)
     feature_priors: Mapping[str, float] = setting(toml=False,
                                                   factory=lambda: dict(DEFAULT_FEATURE_PRIORS))
     verify_ms: Mapping[int, float] = setting(toml=False, factory=lambda: dict(DEFAULT_VERIFY_MS))
@@ -164,6 +172,25 @@ class ServerSettings:
     max_queue: int = setting(8, lo=1, hi=1 << 16)  # running + waiting requests; more get 503
     max_body_bytes: int = setting(4 * 1024 * 1024, lo=1024)
     model_id: str | None = setting(None)  # the name reported; default: the engine's model name
+
+
+@dataclass(frozen=True)
+class ExportSettings:
+    """`edge-spec export`: what to export and how."""
+
+    formats: tuple[str, ...] = setting(("gguf",))
+    drafter: str | None = setting(None)  # a second model (same tokenizer) as the drafter
+    self_drafter: str | None = setting(None)  # or: the target itself at this GGUF quant
+    target_quant: str = setting("Q4_K_M")
+    drafter_quant: str = setting("Q4_0")
+    onnx_quant: str = setting("int4", choices=ONNX_QUANTS)
+    onnx_exporter: str = setting("builder", choices=ONNX_EXPORTERS)
+    onnx_provider: str = setting("cpu", choices=ONNX_TARGETS)
+    check: bool = setting(True)
+    check_tokens: int = setting(32, lo=1, hi=4096)
+    warn_agreement: float = setting(0.75, lo=0.0, hi=1.0)  # warn when a check agrees less
+    threads: int = setting(0, lo=0, hi=1024)  # 0: all cores
+    profile: str = setting("")  # recorded as the bundle's recommended profile
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,10 @@ class Controller:
         self._draft_ratio: dict[str, float] = {}
         self._idle = 0
         self._skipped: dict[str, int] = {}
+        # Per drafter: prefill ms per context token (measured), and whether its cache was
+        # brought up to this request's context already (no prefill left to pay).
+        self._prefill_ms: dict[str, float] = {}
+        self._warm: set[str] = set()
 
     # ---- cost model -------------------------------------------------------------------
     def _table_ms(self, n: int) -> float:
@@ -166,12 +170,19 @@ class Controller:
             self._idle = 0
         return k
 
-    def best_k(self, source: str, limit: int) -> int:
+    def best_k(self, source: str, limit: int, context_len: int = 0) -> int:
         """Draft length to ask of a costly drafter before seeing its draft (0: do not ask).
 
-        After `probe_every` refusals in a row it asks for a short probe draft anyway, so a
-        drafter whose cost or acceptance was misjudged once is measured again.
+        A drafter not yet used in this request must first bring its cache up to the context
+        (its prefill, paid once per request): it is asked only when that estimated cost is a
+        small share of the decoding left. After `probe_every` refusals in a row it is asked for
+        a short probe draft anyway, so a drafter whose cost or acceptance was misjudged once is
+        measured again.
         """
+        if source not in self._warm and context_len:
+            prefill = context_len * self.prefill_ms_per_token(source)
+            if prefill > self.cfg.probe_prefill_share * limit * self.verify_ms(1):
+                return 0
         probe = Draft(tokens=[0] * min(limit, self.cfg.k_max), source=source, feature=source)
         k = self.best_prefix(probe, limit)[0]
         if k > 0:
@@ -183,11 +194,15 @@ class Controller:
             return min(limit, 2)
         return 0
 
-    def budget(self, source: str, limit: int) -> int:
+    def prefill_ms_per_token(self, source: str) -> float:
+        """A drafter's measured prefill cost per context token, else its per-token draft cost."""
+        return self._prefill_ms.get(source, self.draft_ms(source, 1))
+
+    def budget(self, source: str, limit: int, context_len: int = 0) -> int:
         """How many tokens to ask of drafter `source`: all a cheap one has, a costly one's best."""
         if self.cfg.draft_cost_ratio.get(source, 0.0) < 0.01:
             return min(limit, self.cfg.k_max)
-        return self.best_k(source, limit)
+        return self.best_k(source, limit, context_len)
 
     def select(self, drafters: Sequence[Drafter], context: Sequence[int],
                limit: int) -> tuple[Draft, int]:
@@ -198,7 +213,7 @@ class Controller:
         """
         fallback = EMPTY
         for drafter in drafters:
-            n = self.budget(drafter.name, limit) if limit > 0 else 0
+            n = self.budget(drafter.name, limit, len(context)) if limit > 0 else 0
             if n <= 0:
                 continue
             draft = drafter.propose(context, n)
@@ -220,6 +235,12 @@ class Controller:
         self._measured[n] = prior + s * (verify_ms - prior)
         ratio = verify_ms / max(self._table_ms(n), 1e-6)
         self._scale += s * 0.25 * (ratio - self._scale)
+        if len(draft) and draft.source != "reference":
+            self._warm.add(draft.source)
+        if draft.prefill_ms > 0 and draft.prefill_tokens:
+            per = draft.prefill_ms / draft.prefill_tokens
+            old = self._prefill_ms.get(draft.source, per)
+            self._prefill_ms[draft.source] = old + s * (per - old)
         per_token = draft.draft_ms - draft.prefill_ms
         if len(draft) and per_token > 0:
             # Smoothed from the prior, never replaced by one sample; the drafter's own prefill
@@ -263,6 +284,7 @@ class Controller:
             prior = self.cfg.draft_cost_ratio.get(source, ratio)
             self._draft_ratio[source] = prior + w * (ratio - prior)
         self._skipped.clear()
+        self._warm.clear()
 
 
 class Policy(Protocol):
@@ -286,10 +308,10 @@ class FixedK:
     def choose(self, draft: Draft, limit: int) -> int:
         return min(self.k, len(draft), max(limit, 0))
 
-    def budget(self, source: str, limit: int) -> int:
+    def budget(self, source: str, limit: int, context_len: int = 0) -> int:
         return min(self.k, limit)
 
-    def best_k(self, source: str, limit: int) -> int:
+    def best_k(self, source: str, limit: int, context_len: int = 0) -> int:
         return min(self.k, limit)
 
     def select(self, drafters: Sequence[Drafter], context: Sequence[int],

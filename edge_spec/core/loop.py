@@ -11,10 +11,11 @@ import numpy as np
 
 from edge_spec.config.settings import SamplingSettings
 from edge_spec.core.controller import FixedK, Policy
+from edge_spec.core.guard import LineGuard, last_line
 from edge_spec.core.stats import Stats, Step
 from edge_spec.core.textstream import TextStream
 from edge_spec.core.types import Drafter, Reference
-from edge_spec.core.verify import verify_greedy, verify_stochastic
+from edge_spec.core.verify import verify_stochastic
 from edge_spec.errors import UserError
 from edge_spec.runtimes.base import Runtime, sync_prefix
 
@@ -27,6 +28,7 @@ class GenConfig:
     stop: tuple[str, ...] = ()
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
     fixed_k: int | None = None
+    guard: LineGuard | None = None  # part of the target: plain and speculative both apply it
 
 
 @dataclass
@@ -95,6 +97,8 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
         drafter.begin(prompt, references, drafter_rng)
     ctx, out = list(prompt), list[int]()
     pending = ctx[-1]
+    guard = cfg.guard
+    line = last_line(target.detokenize(list(prompt[-16:]))) if guard else ""
     stream = TextStream(target.token_bytes, cfg.stop)
     emit = on_delta or (lambda _d: None)
     finish = ""
@@ -110,10 +114,14 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
         draft, k = policy.select(drafters, ctx, limit)
         d = draft.tokens[:k]
         t0 = clock()
-        logits = target.eval([pending, *d], rows=range(k + 1))
-        if cfg.sampling.greedy:
-            n_acc, nxt = verify_greedy(logits, d)
+        banned = _banned(guard, line, d, target) if guard is not None else None
+        if cfg.sampling.greedy:  # the runtime takes the argmax (on the device for GPUs)
+            ids = target.greedy([pending, *d], banned)
+            n_acc, nxt = len(ids) - 1, ids[-1]
         else:
+            logits = target.eval([pending, *d], rows=range(k + 1))
+            if banned is not None:
+                logits = _masked(logits, banned)
             probs = draft.probs[:k] if draft.probs else None
             n_acc, nxt = verify_stochastic(logits, d, probs, cfg.sampling, rng)
         verify_ms = clock() - t0
@@ -130,6 +138,8 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
                 break
             out.append(tok)
             ctx.append(tok)
+            if guard is not None:
+                line = last_line(line + _text(target, tok))
             delta, stopped = stream.push(tok)
             if delta:
                 if not stats.ttft_ms:
@@ -149,6 +159,27 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
     stats.output_tokens = len(out)
     stats.decode_ms = clock() - t_start
     return GenResult(text=stream.text, tokens=out, stats=stats)
+
+
+def _text(rt: Runtime, tok: int) -> str:
+    return rt.token_bytes(tok).decode("utf-8", "ignore")
+
+
+def _banned(guard: LineGuard, line: str, draft: Sequence[int], rt: Runtime) -> list[np.ndarray]:
+    """The guard's banned ids per verify row (row i follows draft[:i] after `line`)."""
+    lines = [line]
+    for tok in draft:
+        lines.append(last_line(lines[-1] + _text(rt, tok)))
+    return [guard.banned(ln) for ln in lines]
+
+
+def _masked(logits: np.ndarray, banned: Sequence[np.ndarray]) -> np.ndarray:
+    if not logits.flags.writeable:
+        logits = logits.copy()
+    for i, ids in enumerate(banned):
+        if ids.size:
+            logits[i, ids] = -np.inf
+    return logits
 
 
 def draft_label(drafters: Sequence[Drafter]) -> str:

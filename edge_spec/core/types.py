@@ -26,6 +26,7 @@ class Draft:
     confidence: list[float] | None = None
     draft_ms: float = 0.0
     prefill_ms: float = 0.0
+    prefill_tokens: int = 0  # context tokens that prefill evaluated
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -35,7 +36,7 @@ class Draft:
         probs = None if self.probs is None else self.probs[:k]
         conf = None if self.confidence is None else self.confidence[:k]
         return Draft(self.tokens[:k], self.source, probs, self.feature, conf, self.draft_ms,
-                     self.prefill_ms)
+                     self.prefill_ms, self.prefill_tokens)
 
 
 EMPTY = Draft()

@@ -53,8 +53,9 @@ class ModelDrafter:
         self._rng = rng
         self._n_prompt = len(prompt)
 
-    def _catch_up(self, context: Sequence[int]) -> tuple[np.ndarray, float]:
-        """Logits after `context`, syncing the drafter's cache; (row, prefill ms if any)."""
+    def _catch_up(self, context: Sequence[int]) -> tuple[np.ndarray, float, int]:
+        """Logits after `context`, syncing the drafter's cache; (row, prefill ms and tokens if
+        the cache had not seen the whole prompt yet)."""
         t0 = time.perf_counter()
         # The drafter's KV holds whatever it saw last; roll it back to the common prefix.
         keep = sync_prefix(self.rt, context)
@@ -63,13 +64,15 @@ class ModelDrafter:
             keep -= 1
         row = self.rt.eval(context[keep:])[0]
         ms = (time.perf_counter() - t0) * 1e3
-        return row, (ms if keep < self._n_prompt else 0.0)
+        if keep < self._n_prompt:
+            return row, ms, len(context) - keep
+        return row, 0.0, 0
 
     def propose(self, context: Sequence[int], max_len: int) -> Draft:
         if max_len <= 0 or not context:
             return EMPTY
         t0 = time.perf_counter()
-        row, prefill_ms = self._catch_up(context)
+        row, prefill_ms, prefill_tokens = self._catch_up(context)
         tokens: list[int] = []
         probs: list[np.ndarray] = []
         conf: list[float] = []
@@ -91,7 +94,8 @@ class ModelDrafter:
                 row = self.rt.eval([tok])[0]
         ms = (time.perf_counter() - t0) * 1e3
         return Draft(tokens=tokens, source="model", probs=probs or None, feature="model",
-                     confidence=conf, draft_ms=ms, prefill_ms=prefill_ms)
+                     confidence=conf, draft_ms=ms, prefill_ms=prefill_ms,
+                     prefill_tokens=prefill_tokens)
 
     def observe(self, draft: Draft, accepted: int) -> None:
         """Nothing to do: the next propose() rolls the KV cache back to the common prefix."""

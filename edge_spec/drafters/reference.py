@@ -25,6 +25,10 @@ _MAX_CANDIDATES = 32  # most recent occurrences per n-gram: bounds the per-step 
 ReferenceConfig = ReferenceSettings  # the settings tree's reference section
 
 
+def _streak_bucket(n: int) -> str:
+    return "s64" if n >= 64 else ("s8" if n >= 8 else "s0")
+
+
 def _bucket(n: int) -> str:
     for edge in (2, 4, 8, 16):
         if n <= edge:
@@ -47,6 +51,9 @@ class ReferenceDrafter:
         self._indexed = 0
         self._align: tuple[int, int] | None = None
         self._last: tuple[int, int] | None = None
+        # Tokens copied in a row without a rejection: a long streak means a copied stretch,
+        # where acceptance is ~1 (it drops at edit points, which end a streak).
+        self._streak = 0
         self._text_pos: dict[int, int] = {}
         self._n_prompt = 0
 
@@ -153,7 +160,7 @@ class ReferenceDrafter:
             return self._text_draft(context, limit)
         (aligned, length, _, _), r, p = best
         self._last = (r, p)
-        feature = f"ref-{'a' if aligned else 'n'}-{_bucket(length)}"
+        feature = f"ref-a-{_streak_bucket(self._streak)}" if aligned else f"ref-n-{_bucket(length)}"
         return Draft(tokens=self._slice(r, p, limit), source="reference", feature=feature)
 
     def _text_draft(self, context: Sequence[int], limit: int) -> Draft:
@@ -186,6 +193,8 @@ class ReferenceDrafter:
         return None
 
     def observe(self, draft: Draft, accepted: int) -> None:
+        if draft.source == "reference" and len(draft):
+            self._streak = self._streak + accepted + 1 if accepted == len(draft) else 0
         if self._last is None or draft.source != "reference":
             self._align = None
             return

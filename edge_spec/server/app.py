@@ -48,12 +48,14 @@ from edge_spec.server.wire import (  # noqa: E402
     DEFAULT_MAX_BODY,
     FINISH,
     ApplyRequest,
+    ChatApply,
     ChatRequest,
     CompletionRequest,
     GenRequest,
     HTTPError,
     Outcome,
     ServerSettings,
+    chat_apply,
     code_blocks,
     error_of,
     error_response,
@@ -169,11 +171,29 @@ def create_app(engine: Any, settings: ServerSettings | None = None,
 
         return job
 
+    def chat_apply_job(req: ChatRequest, ap: ChatApply) -> Callable[[Any, Exchange], Outcome]:
+        """A chat that carries an apply runs the apply pipeline; the answer is the merged file."""
+        prediction = text_of(req.prediction.content) if req.prediction else ""
+        sampling = sampling_of(req) if req.temperature else SamplingSettings(seed=req.seed)
+        max_tokens = req.max_completion_tokens or req.max_tokens
+
+        def job(eng: Any, ex: Exchange) -> Outcome:
+            res = eng.apply(ap.original, ap.update, ap.instruction or None, lang=ap.lang,
+                            max_tokens=max_tokens, sampling=sampling, engine=req.engine,
+                            on_delta=ex.on_delta if req.stream else None, cancel=ex.cancel)
+            acc, rej = (prediction_usage(eng.target, prediction, res.text)
+                        if prediction and res.engine == "model" else (0, 0))
+            return Outcome(res.text, res.stats, res.stats.finish_reason, acc, rej,
+                           lazy_lines=res.lazy_lines, apply=res.to_dict())
+
+        return job
+
     async def generation(request: Request, req: GenRequest, prompt: Any, chat: bool,
-                         texts: Sequence[str]) -> Response:
+                         texts: Sequence[str],
+                         job: Callable[[Any, Exchange], Outcome] | None = None) -> Response:
         kind = "chat.completion" if chat else "text_completion"
         prefix = "chatcmpl" if chat else "cmpl"
-        job = gen_job(prompt, chat, req, texts, req.stream)
+        job = job or gen_job(prompt, chat, req, texts, req.stream)
         ex, first = await start(request, job, req.stream)
         if first is None:
             return Response(status_code=499)
@@ -186,7 +206,8 @@ def create_app(engine: Any, settings: ServerSettings | None = None,
             else:
                 choice.update(text=out.text, logprobs=None)
             choice["logprobs"] = None
-            return JSONResponse({**head, "choices": [choice],
+            extra = {"edge_spec_apply": out.apply} if out.apply else {}
+            return JSONResponse({**head, "choices": [choice], **extra,
                                  "usage": usage_of(out.stats, out.accepted, out.rejected,
                                                  out.queue_ms)})
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
@@ -253,7 +274,10 @@ def create_app(engine: Any, settings: ServerSettings | None = None,
             raise HTTPError(400, "logprobs are not supported", param="logprobs")
         messages = [{"role": "system" if m.role == "developer" else m.role,
                      "content": text_of(m.content)} for m in req.messages]
-        return await generation(request, req, messages, True, [m["content"] for m in messages])
+        ap = chat_apply(req, messages)
+        job = chat_apply_job(req, ap) if ap is not None else None
+        return await generation(request, req, messages, True, [m["content"] for m in messages],
+                                job)
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
@@ -279,9 +303,10 @@ def create_app(engine: Any, settings: ServerSettings | None = None,
         def job(eng: Any, ex: Exchange) -> Outcome:
             res = eng.apply(req.original, req.update, req.instruction, template=req.template,
                             lang=req.lang, max_tokens=req.max_tokens, sampling=sampling,
-                            on_delta=ex.on_delta if req.stream else None, cancel=ex.cancel)
+                            on_delta=ex.on_delta if req.stream else None, cancel=ex.cancel,
+                            engine=req.engine, path=req.path)
             return Outcome(res.text, res.stats, res.stats.finish_reason,
-                           lazy_lines=res.lazy_lines)
+                           lazy_lines=res.lazy_lines, apply=res.to_dict())
 
         ex, first = await start(request, job, req.stream)
         if first is None:
@@ -291,8 +316,10 @@ def create_app(engine: Any, settings: ServerSettings | None = None,
         def result(out: Outcome) -> dict[str, Any]:
             # lazy_lines: lines of `merged` where the model left a '... existing code ...'
             # marker instead of the code (the client decides: retry, naive merge, or show it).
+            # engine: "merge" when the structural merge answered alone (no model ran);
+            # verdicts per hunk; suspect: what the check found wrong with a model's file.
             return {**head, "merged": out.text, "finish_reason": FINISH[out.finish_reason],
-                    "lazy_lines": out.lazy_lines,
+                    "lazy_lines": out.lazy_lines, **out.apply,
                     "usage": usage_of(out.stats, queue_ms=out.queue_ms, details=False)}
 
         if not req.stream:

@@ -78,6 +78,46 @@ class GenRequest(_Base):
 class ChatRequest(GenRequest):
     messages: list[ChatMessage] = Field(min_length=1)
     logprobs: bool | None = None
+    # A chat that carries an apply (see `chat_apply`): `apply` forces or forbids the detection,
+    # `engine` picks the apply engine as on /v1/apply.
+    apply: bool | None = None
+    engine: Literal["auto", "model", "merge"] = "auto"
+
+
+@dataclass(frozen=True)
+class ChatApply:
+    """An apply found in a chat request: the file, the snippet and what the user asked."""
+
+    original: str
+    update: str
+    instruction: str
+    lang: str = ""  # the snippet fence's info string (```python): the merge's language
+
+
+def chat_apply(req: ChatRequest, messages: Sequence[dict[str, str]]) -> ChatApply | None:
+    """The apply a chat completion carries, or None for an ordinary chat.
+
+    An apply is a Predicted Outputs request (the prediction is the original file) whose last
+    user message holds a fenced snippet other than that file, or any chat with `apply: true`
+    (the file then is the first code block). Two code blocks without either are a question
+    about code, not an apply.
+    """
+    if req.apply is False:
+        return None
+    prediction = text_of(req.prediction.content) if req.prediction else ""
+    users = [m["content"] for m in messages if m["role"] == "user"]
+    if not users or not (prediction or req.apply):
+        return None
+    last = users[-1]
+    blocks = code_blocks(last)
+    original = prediction or next((b for t in users for b in code_blocks(t)), "")
+    snippets = [b for b in blocks if b.strip() != original.strip()]
+    if not original or not snippets:
+        return None
+    instruction = _FENCED.sub("", last).strip()
+    tags = [m.group(2).strip().split(" ")[0] for m in _FENCE_TAG.finditer(last)]
+    return ChatApply(original, snippets[-1], instruction[:2000], next(
+        (t for t in reversed(tags) if t), ""))
 
 
 class CompletionRequest(GenRequest):
@@ -96,6 +136,8 @@ class ApplyRequest(_Base):
     seed: int | None = None
     template: str | None = None
     lang: str = ""
+    path: str | None = None  # the file's name: picks the structural merge's language
+    engine: Literal["auto", "model", "merge"] = "auto"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,6 +181,10 @@ def text_of(content: str | list[TextPart] | None) -> str:
 
 
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+
+
+_FENCE_TAG = re.compile(r"^[ \t]*(`{3,}|~{3,})([^\n`]*)$", re.M)
+_FENCED = re.compile(r"(`{3,}|~{3,})[^\n]*\n.*?(\n\1[ \t]*(?=\n|$)|\Z)", re.S)
 
 
 def code_blocks(text: str) -> list[str]:
@@ -263,6 +309,7 @@ class Outcome:
     rejected: int = 0
     queue_ms: float = 0.0
     lazy_lines: list[int] = field(default_factory=list)
+    apply: dict[str, Any] = field(default_factory=dict)  # engine, verdicts, suspect
 
 
 def sse_error(exc: BaseException) -> str:

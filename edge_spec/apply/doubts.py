@@ -1,0 +1,201 @@
+"""Doubts about a placed hunk: each is a reason its placement may not be the one meant.
+
+A hunk is `exact` only when none applies: its context is pinned (unique) and no other placement
+scores close, its outermost context could not sit elsewhere with a viable edit, a hunk that
+changes nothing is not a deletion in disguise, its gaps are plausible edits, and an unmarked
+snippet end does not stop a line or two short of the file's end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from edge_spec.apply.anchors import Block, Chain, best_chain, is_distinctive
+from edge_spec.apply.edges import Ctx
+from edge_spec.apply.markers import Hunk
+from edge_spec.apply.pins import Pair
+from edge_spec.apply.structure import viable
+
+_MAX_DELETION = 50
+_BLANK_REACH = 8
+
+
+def blank_doubt(ctx: Ctx, a: int, b: int, tail: bool, marked: bool) -> str | None:
+    """Why a blank line at a hunk's edge that the original lacks there is unsure: it is
+    formatting, a new blank line, or a blank line further on (the lines between deleted).
+
+    At an unmarked snippet end only the last reading counts: snippets often start or end with
+    a stray blank line.
+    """
+    near = ctx.index.keys[a: min(b, a + _BLANK_REACH)] if tail else ctx.index.keys[
+        max(a, b - _BLANK_REACH): b]
+    if any(not k for k in near):
+        return "a blank line at the hunk's edge may be context further on (lines deleted)"
+    return "a blank line next to a marker may be new or formatting" if marked else None
+
+
+def _strong(ctx: Ctx, keys: Sequence[str], b: Block) -> bool:
+    ids = [k for k in keys[b.j: b.j + b.n] if k and not ctx.index.trivial(k)]
+    return any(is_distinctive(k) for k in ids) or len(ids) >= 2
+
+
+def chain_doubts(ctx: Ctx, hunk: Hunk, keys: Sequence[str], blocks: Sequence[Block],
+                  chain: Chain | None, lo: int, hi: int, uniq: Sequence[tuple[int, int]],
+                  pinned: bool, noop: bool) -> list[str]:
+    if chain is None:
+        return [] if pinned else ["only brackets or weak lines anchor the hunk"]
+    """Whether the chain's place is in doubt: not pinned by a unique strong block, rivalled by
+    another placement, or (for a hunk that changes nothing where it sits) by one where it would
+    change something."""
+    out = _outer_doubts(ctx, hunk, keys, chain, lo, hi)
+    alt = best_chain(blocks, (chain.start, chain.end), ctx.index, keys, uniq)
+    if noop:  # a hunk that changes nothing is there to show a deletion, or is widened context
+        out += _split_doubts(ctx, keys, chain, lo, hi)
+        if alt is not None and alt.score >= 0.5 * chain.score:
+            out.append(f"the hunk changes nothing here but would at original lines "
+                       f"{alt.start + 1}-{alt.end}")
+    if pinned:
+        return out
+    unique = [b for b in chain.blocks if _strong(ctx, keys, b)
+              and len(ctx.index.count_run(keys[b.j: b.j + b.n], lo, hi)) == 1]
+    if not unique:
+        b = max(chain.blocks, key=lambda x: x.w)
+        n = len(ctx.index.count_run(keys[b.j: b.j + b.n], lo, hi))
+        return [f"context matches {n} places" if n > 1 else "only weak context lines match"]
+    if alt is not None and alt.score >= 0.8 * chain.score:
+        return [f"context also matches original lines {alt.start + 1}-{alt.end}"]
+    return out
+
+
+def _split_doubts(ctx: Ctx, keys: Sequence[str], chain: Chain, lo: int, hi: int) -> list[str]:
+    """Whether the outer part of the first or last block, up to its first (from its last)
+    unique line, also fits further out with the lines between deleted: repeated context such as
+    `total += i` does not say where a deletion starts."""
+    index = ctx.index
+    for b, first in ((chain.blocks[0], True), (chain.blocks[-1], False)):
+        run = keys[b.j: b.j + b.n]
+        uniq = [t for t, k in enumerate(run) if k and not index.trivial(k)
+                and len(index.occurrences(k, lo, hi)) == 1] or [b.n - 1 if first else 0]
+        cuts = range(1, uniq[0] + 1) if first else range(uniq[-1] + 1, b.n)
+        for t in cuts:
+            part = run[:t] if first else run[t:]
+            if not any(part):
+                continue
+            top, bottom = (max(lo, b.i - _MAX_DELETION), b.i) if first else (
+                b.i + b.n, min(hi, b.i + b.n + _MAX_DELETION))
+            for a in index.count_run(part, top, bottom):
+                g0, g1 = (a + t, b.i + t) if first else (b.i + t, a)
+                gone = index.lines[g0:g1]
+                if gone and viable([], gone, ctx.brackets) and not _cuts_definition(ctx, g0, g1):
+                    return [f"context at the hunk's edge also fits at original line {a + 1} "
+                            f"(lines between deleted)"]
+    return []
+
+
+def _outer_doubts(ctx: Ctx, hunk: Hunk, keys: Sequence[str], chain: Chain,
+                  lo: int, hi: int) -> list[str]:
+    """Whether the first or last context block could sit elsewhere with a viable edit between it
+    and the next block (repeated lines such as `x = 1` recur), also without its inner blank or
+    trivial lines (those may as well be changed lines that happen to match here)."""
+    bs = chain.blocks
+    if len(bs) < 2:
+        return []
+    index = ctx.index
+    for b, nb, first in ((bs[0], bs[1], True), (bs[-1], bs[-2], False)):
+        block = keys[b.j: b.j + b.n]
+        for t in range(b.n, 0, -1):  # the outer t lines of the block
+            run = block[:t] if first else block[b.n - t:]
+            rest = block[t:] if first else block[: b.n - t]
+            if any(k and not index.trivial(k) for k in rest):
+                break  # the block's own inner lines with identity pin it here
+            if all(not k or index.trivial(k) for k in run):
+                break
+            # an alternative may overlap the neighbour block: blank lines after context often do
+            span = (lo, nb.i + t) if first else (nb.i + nb.n - t, hi)
+            here = b.i if first else b.i + b.n - t
+            for a in index.count_run(run, max(0, span[0]), span[1]):
+                if a != here and _viable_at(ctx, hunk, keys, b, nb, first, t, a):
+                    return [f"outer context also fits at original line {a + 1}"]
+    return []
+
+
+def _viable_at(ctx: Ctx, hunk: Hunk, keys: Sequence[str], b: Block, nb: Block, first: bool,
+               t: int, a: int) -> bool:
+    """Whether the outer `t` lines of block `b`, placed at original line `a`, leave a viable edit
+    between them and the neighbour block (they may run on over lines changed here)."""
+    if first:
+        j, i = b.j + t, a + t
+        while j < nb.j and i < nb.i and keys[j] == ctx.index.keys[i]:
+            j, i = j + 1, i + 1
+        return viable(ctx.mapped(hunk.lines[j: nb.j]), ctx.index.lines[i: nb.i], ctx.brackets)
+    j, i = b.j + b.n - t, a
+    while j > nb.j + nb.n and i > nb.i + nb.n and keys[j - 1] == ctx.index.keys[i - 1]:
+        j, i = j - 1, i - 1
+    return viable(ctx.mapped(hunk.lines[nb.j + nb.n: j]), ctx.index.lines[nb.i + nb.n: i],
+                  ctx.brackets)
+
+
+def _cuts_definition(ctx: Ctx, a: int, b: int) -> bool:
+    """Whether deleting original [a, b) would cut a definition (take part of it and more),
+    at every equivalent shift of the range (equal lines at its ends let it slide)."""
+    keys = ctx.index.keys
+
+    def cuts(x: int, y: int) -> bool:
+        return any((d.start < x <= d.end < y - 1) or (x < d.start <= y - 1 < d.end)
+                   for d in ctx.defs)
+
+    for shift in range(0, 12):
+        if b + shift > len(keys) or keys[a: a + shift] != keys[b: b + shift]:
+            break
+        if not cuts(a + shift, b + shift):
+            return False
+    for shift in range(1, 12):
+        if a - shift < 0 or keys[a - shift: a] != keys[b - shift: b]:
+            break
+        if not cuts(a - shift, b - shift):
+            return False
+    return True
+
+
+def gap_doubts(ctx: Ctx, hunk: Hunk, keys: Sequence[str], pairs: list[Pair]) -> list[str]:
+    for (ja, ia, _), (jb, ib, _) in zip(pairs, pairs[1:], strict=False):
+        gj, gi = jb - ja - 1, ib - ia - 1
+        if gi <= 0 and gj <= 0:
+            continue
+        if gi - gj > _MAX_DELETION:
+            return [f"drops {gi - gj} original lines between anchors (a missing marker?)"]
+        if gj == 0 and not (_strong_near(ctx, keys, pairs, ja, -1)
+                            and _strong_near(ctx, keys, pairs, jb, 1)):
+            return [f"deletes {gi} lines between weak anchors"]
+    return []
+
+
+def _strong_near(ctx: Ctx, keys: Sequence[str], pairs: list[Pair], j: int, step: int) -> bool:
+    """Whether the run of anchors through hunk line `j` has a line with identity in it."""
+    have = {p[0] for p in pairs}
+    k = j
+    while k in have:
+        if keys[k] and not ctx.index.trivial(keys[k]):
+            return True
+        k += step
+    return False
+
+
+def unmarked_doubts(ctx: Ctx, hunk: Hunk, first: bool, last: bool, s: int, e: int) -> list[str]:
+    """A snippet end without a marker that stops a line or two short of the file's end (closing
+    brackets alone, like a class's final `}`, do not count: no edit deletes just those)."""
+    out = []
+    keys = ctx.index.keys
+    if first and not hunk.marker_before:
+        n = sum(1 for k in keys[:s] if k)
+        if 0 < n <= 2 and not _closers_only(ctx, keys[:s]):
+            out.append(f"unmarked start: the {n} line(s) above may be meant deleted")
+    if last and not hunk.marker_after:
+        n = sum(1 for k in keys[e:] if k)
+        if 0 < n <= 2 and not _closers_only(ctx, keys[e:]):
+            out.append(f"unmarked end: the {n} line(s) below may be meant deleted")
+    return out
+
+
+def _closers_only(ctx: Ctx, keys: Sequence[str]) -> bool:
+    return all(not k or (k[0] in ")]}" and ctx.index.trivial(k)) for k in keys)

@@ -1,0 +1,253 @@
+"""Structural merge: place every hunk of a lazy edit snippet into the original, with a verdict.
+
+`structural_merge(original, snippet)` splits the snippet into hunks at its marker lines
+(`markers`), anchors each hunk on the original (`anchors`, `pins`, `syntax`), settles its open
+edges (`edges`), and reports per hunk whether it is sure (`exact`), unsure (`ambiguous`) or lost
+(`unplaced`), with the reason (`doubts`). A wrong merge reported exact silently corrupts a user's
+file, so every doubt downgrades: the text is still the best merge (a drafting reference for the
+model) but `MergeResult.exact` is False. The merged file is parsed at the end (tree-sitter, where
+a grammar is installed): a syntax error the original did not have, or a definition it now has
+twice, downgrades every exact hunk.
+
+Unmarked snippet ends. When the first hunk has no marker before it (the last none after it):
+
+- Its first line is context: the original lines above it are kept; chat models leave an
+  unchanged head out without a marker. A snippet that reaches the top this way shows the
+  original's first lines. When only one or two non-blank lines are above the first context line
+  the snippet may as well mean to delete them (the canonical diff convention puts no marker at
+  an end the snippet reaches), so the verdict is ambiguous; closing brackets alone (a class's
+  final `}`) do not count, as no edit deletes just those.
+- Its first lines are changed code: they are settled like changed lines after a marker
+  (`edges.resolve`: same-key statements replace their counterparts, whole new definitions are
+  inserted, anything else is ambiguous). A snippet whose first (last) lines equal the
+  original's first (last) lines, some of them with identity, is anchored there: it reaches that
+  end of the file.
+- A snippet without any marker whose context covers at least half the original is taken as the
+  whole new file: its leading (trailing) changed lines replace the original lines above its
+  first (below its last) context line when those are about as many. That is a best guess and
+  never exact: a partial snippet that just stops reads the same. A snippet without markers that
+  matches a small region (one function, say) is a partial edit of that region, exact only when
+  its anchors are unique.
+
+The same holds at the end, mirrored. Output keeps the original's line endings, final newline,
+indentation style (tabs or spaces, learned from the context lines, else from the file, and then
+not trusted where the unit is unclear) and, where the original has no trailing whitespace,
+strips it from changed lines (the snippet's own trailing whitespace is noise in that case).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import PurePath
+from typing import Any
+
+from edge_spec.apply.anchors import (
+    Chain,
+    LineIndex,
+    candidate_chains,
+    find_blocks,
+    indent_of,
+    norm,
+    pick_ordered,
+)
+from edge_spec.apply.edges import Ctx
+from edge_spec.apply.markers import Hunk, classify_markers, split_hunks
+from edge_spec.apply.placement import Env, Placement, place
+from edge_spec.apply.structure import Brackets, IndentMap, indent_style, learn_indent
+from edge_spec.apply.syntax import definitions, encode_lines, error_line, parse, reparse
+
+_ALIASES = {"py": "python", "js": "javascript", "jsx": "javascript", "node": "javascript",
+            "ts": "typescript", "golang": "go", "rs": "rust", "c++": "cpp", "cc": "cpp",
+            "cxx": "cpp", "h": "c"}
+_EXTENSIONS = {".py": "python", ".pyi": "python", ".js": "javascript", ".jsx": "javascript",
+               ".mjs": "javascript", ".cjs": "javascript", ".ts": "typescript",
+               ".mts": "typescript", ".cts": "typescript", ".tsx": "tsx", ".go": "go",
+               ".rs": "rust", ".java": "java", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp",
+               ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp", ".hxx": "cpp", ".cs": "csharp",
+               ".kt": "kotlin", ".swift": "swift", ".scala": "scala", ".php": "php",
+               ".rb": "ruby", ".sh": "shell", ".lua": "lua", ".sql": "sql"}
+_WHOLE_COVER = 0.5
+
+
+@dataclass(frozen=True)
+class HunkVerdict:
+    """How one hunk was placed. Spans: snippet lines 1-based inclusive, original 0-based [a, b)."""
+
+    index: int
+    status: str  # "exact" | "ambiguous" | "unplaced"
+    reason: str
+    snippet_span: tuple[int, int]
+    original_span: tuple[int, int] | None
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """The merged text (always the best merge) and a verdict per hunk."""
+
+    text: str
+    hunks: tuple[HunkVerdict, ...]
+    language: str
+
+    @property
+    def exact(self) -> bool:
+        """Every hunk placed for sure (and there is at least one)."""
+        return bool(self.hunks) and all(h.status == "exact" for h in self.hunks)
+
+
+def detect_language(lang: str = "", path: str | None = None) -> str:
+    """The language name from an explicit `lang`, else from the path's extension ("" unknown)."""
+    name = lang.strip().lower()
+    if name:
+        return _ALIASES.get(name, name)
+    return _EXTENSIONS.get(PurePath(path).suffix.lower(), "") if path else ""
+
+
+def _split_original(text: str) -> tuple[list[str], str, bool]:
+    """Lines without endings, the line ending to write, and whether the text ends with one."""
+    final = text.endswith("\n")
+    lines = text.split("\n")
+    lines.pop() if final or not text else None
+    ended = lines if final else lines[:-1]
+    if ended and all(ln.endswith("\r") for ln in ended):
+        return [ln[:-1] for ln in ended] + lines[len(ended):], "\r\n", final
+    return lines, "\n", final
+
+
+def _snippet_lines(text: str) -> list[str]:
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def structural_merge(original: str, snippet: str, lang: str = "",
+                     path: str | None = None) -> MergeResult:
+    """Merge a lazy edit snippet into the original file, with a verdict per hunk.
+
+    >>> r = structural_merge("a = 1\\nb = 2\\nc = 3\\n", "# ...\\nb = 20\\nc = 3\\n", "python")
+    >>> r.text, r.exact
+    ('a = 1\\nb = 20\\nc = 3\\n', True)
+    """
+    language = detect_language(lang, path)
+    olines, eol, final = _split_original(original)
+    slines = _snippet_lines(snippet)
+    index = LineIndex(olines)
+    is_marker = classify_markers(slines, index, language)
+    hunks = split_hunks(slines, is_marker)
+    if not hunks:
+        return MergeResult(original, (), language)
+    if not olines:
+        return _into_empty(hunks, any(is_marker), eol, language)
+    tree = parse(language, encode_lines(olines))
+    defs = definitions(language, tree)
+    ctx = Ctx(index, language, Brackets(language), IndentMap(), defs,
+              {(d.kind, d.name) for d in defs},
+              keep_trailing=any(ln != ln.rstrip() for ln in olines))
+    chosen = pick_ordered([_candidates(h, index) for h in hunks])
+    ctx.imap = learn_indent(_indent_pairs(hunks, chosen, index))
+    style, unit, sure = indent_style(olines)
+    if style == "tabs":  # tabs files take the snippet's unit of spaces
+        _, unit, sure = indent_style(slines)
+    ctx.style, ctx.style_sure = (style, unit), sure
+    whole = not any(is_marker) and _covers(chosen[0], index)
+    placements = _place_all(ctx, hunks, chosen, slines, is_marker, whole)
+    out = _assemble(olines, placements)
+    verdicts = [HunkVerdict(h.index, p.status, p.reason, h.span,
+                            None if p.status == "unplaced" else (p.start, p.end))
+                for h, p in zip(hunks, placements, strict=True)]
+    if ctx.guessed:
+        verdicts = _downgrade(verdicts, "changed lines re-indented to the file's style by a "
+                              "guessed unit (no context line shows it)")
+    verdicts = _validate(language, tree, ctx, placements, verdicts)
+    text = eol.join(out) + (eol if final or not original else "")
+    return MergeResult(text, tuple(verdicts), language)
+
+
+def _into_empty(hunks: Sequence[Hunk], marked: bool, eol: str, language: str) -> MergeResult:
+    lines = [ln for h in hunks for ln in h.lines]
+    status, reason = (("ambiguous", "markers refer to an empty original") if marked
+                      else ("exact", "the original is empty: the snippet is the file"))
+    verdicts = tuple(HunkVerdict(h.index, status, reason, h.span, (0, 0)) for h in hunks)
+    return MergeResult(eol.join(lines) + eol, verdicts, language)
+
+
+def _candidates(hunk: Hunk, index: LineIndex) -> list[Chain]:
+    keys = [norm(ln) for ln in hunk.lines]
+    return candidate_chains(find_blocks(keys, index, 0, len(index)), index, keys)
+
+
+def _indent_pairs(hunks: Sequence[Hunk], chosen: Sequence[Chain | None],
+                  index: LineIndex) -> list[tuple[str, str]]:
+    pairs = []
+    for h, chain in zip(hunks, chosen, strict=True):
+        for b in chain.blocks if chain else ():
+            for k in range(b.n):
+                if index.keys[b.i + k]:
+                    pairs.append((indent_of(h.lines[b.j + k]), index.indents[b.i + k]))
+    return pairs
+
+
+def _covers(chain: Chain | None, index: LineIndex) -> bool:
+    """Whether a marker-free snippet's context spans most of the original (the whole file)."""
+    if chain is None:
+        return False
+    matched = sum(1 for b in chain.blocks for k in range(b.n) if index.keys[b.i + k])
+    return matched >= _WHOLE_COVER * sum(1 for k in index.keys if k)
+
+
+def _place_all(ctx: Ctx, hunks: Sequence[Hunk], chosen: Sequence[Chain | None],
+               slines: Sequence[str], is_marker: Sequence[bool], whole: bool) -> list[Placement]:
+    texts = [None if m else ctx.brackets.code(norm(ln))
+             for ln, m in zip(slines, is_marker, strict=True)]
+    env = Env(0, len(ctx.index), True, len(hunks) == 1, whole, list(slines), list(is_marker),
+              texts)
+    out: list[Placement] = []
+    for k, hunk in enumerate(hunks):
+        nxt = next((c.start for c in chosen[k + 1:] if c is not None), len(ctx.index))
+        env.hi, env.first, env.last = max(nxt, env.lo), k == 0, k == len(hunks) - 1
+        placed = place(ctx, hunk, env)
+        out.append(placed)
+        if placed.status != "unplaced":
+            env.lo = placed.end
+            env.matched.update((hunk.start + j, i) for j, i in placed.pairs)
+    return out
+
+
+def _assemble(olines: Sequence[str], placements: Sequence[Placement]) -> list[str]:
+    out: list[str] = []
+    pos = 0
+    for p in placements:
+        out += olines[pos: max(pos, p.start)]
+        out += p.lines
+        pos = max(pos, p.end)
+    out += olines[pos:]
+    return out
+
+
+def _validate(language: str, tree: Any, ctx: Ctx, placements: Sequence[Placement],
+              verdicts: list[HunkVerdict]) -> list[HunkVerdict]:
+    """Downgrade exact hunks when the merged file breaks a parse or duplicates a definition."""
+    if tree is None or not any(v.status == "exact" for v in verdicts):
+        return verdicts
+    if tree.root_node.has_error:
+        return verdicts  # the original does not parse: the check says nothing
+    merged = reparse(language, tree, ctx.index.lines,
+                     [(p.start, p.end, p.lines) for p in placements])
+    reason = None
+    bad = error_line(merged)
+    if bad is not None:
+        reason = f"the merged file has a syntax error at line {bad + 1} (the original parses)"
+    else:
+        before = Counter((d.kind, d.parent, d.name) for d in ctx.defs)
+        after = Counter((d.kind, d.parent, d.name) for d in definitions(language, merged))
+        dup = next((k for k, n in after.items() if n > 1 and n > before[k]), None)
+        if dup is not None:
+            reason = f"the merge defines {dup[2]} twice"
+    return verdicts if reason is None else _downgrade(verdicts, reason)
+
+
+def _downgrade(verdicts: Sequence[HunkVerdict], reason: str) -> list[HunkVerdict]:
+    return [replace(v, status="ambiguous", reason=reason) if v.status == "exact" else v
+            for v in verdicts]

@@ -1,0 +1,283 @@
+"""Syntax trees for the merge (tree-sitter with per-language grammar wheels), when available.
+
+Three uses: the named definitions of a file (functions, methods, classes and their kin, at top
+level and as class members) so a whole definition in a snippet replaces the one of the same name;
+the definitions a snippet hunk consists of; and a parse check of the merged file. Every function
+degrades to "no information" (None or empty) when tree-sitter or the language's grammar is not
+installed, and the line matcher then works alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+_GRAMMARS: dict[str, tuple[str, str]] = {
+    "python": ("tree_sitter_python", "language"),
+    "javascript": ("tree_sitter_javascript", "language"),
+    "typescript": ("tree_sitter_typescript", "language_typescript"),
+    "tsx": ("tree_sitter_typescript", "language_tsx"),
+    "go": ("tree_sitter_go", "language"),
+    "rust": ("tree_sitter_rust", "language"),
+    "java": ("tree_sitter_java", "language"),
+    "c": ("tree_sitter_c", "language"),
+    "cpp": ("tree_sitter_cpp", "language"),
+}
+_FUNCTIONS = frozenset("""function_definition function_declaration generator_function_declaration
+method_definition method_declaration constructor_declaration function_item""".split())
+_CLASSES = frozenset("""class_definition class_declaration abstract_class_declaration
+interface_declaration enum_declaration type_alias_declaration struct_item enum_item trait_item
+impl_item mod_item type_declaration record_declaration struct_specifier class_specifier
+namespace_definition internal_module module""".split())
+_BODIES = frozenset("""block class_body interface_body enum_body declaration_list
+field_declaration_list statement_block enum_body_declarations""".split())
+_VALUES = frozenset("arrow_function function_expression function class class_expression".split())
+# Wrappers that let class members parse on their own: (prefix, suffix).
+_MEMBER_WRAP: dict[str, tuple[str, str]] = {
+    "javascript": ("class W__ {\n", "\n}\n"), "typescript": ("class W__ {\n", "\n}\n"),
+    "tsx": ("class W__ {\n", "\n}\n"), "java": ("class W__ {\n", "\n}\n"),
+    "rust": ("impl W__ {\n", "\n}\n"), "cpp": ("struct W__ {\n", "\n};\n"),
+}
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A named definition: lines [start, end] inclusive; `head` is its keyword line."""
+
+    kind: str  # "function" or "class"
+    name: str
+    start: int
+    head: int
+    end: int
+    parent: str
+    complete: bool = True
+
+
+@functools.cache
+def parser_for(language: str) -> Any | None:
+    """A tree-sitter parser for the language, or None without tree-sitter or its grammar."""
+    spec = _GRAMMARS.get(language)
+    if spec is None:
+        return None
+    try:  # optional extras: the merge works on lines alone without them
+        ts = importlib.import_module("tree_sitter")
+        grammar = getattr(importlib.import_module(spec[0]), spec[1])()
+        return ts.Parser(ts.Language(grammar))
+    except (ImportError, AttributeError, ValueError, TypeError):
+        return None
+
+
+def parse(language: str, data: bytes) -> Any | None:
+    parser = parser_for(language)
+    return None if parser is None else parser.parse(data)
+
+
+def encode_lines(lines: Sequence[str]) -> bytes:
+    """Lines as the parser sees them: LF line ends, one after every line."""
+    return "".join(ln + "\n" for ln in lines).encode("utf-8", "surrogatepass")
+
+
+def reparse(language: str, tree: Any, old: Sequence[str],
+            spans: Sequence[tuple[int, int, Sequence[str]]]) -> Any | None:
+    """Parse the edited file incrementally: `spans` replace old lines [start, end) by new lines.
+
+    `tree` must come from `parse(language, encode_lines(old))`; it is edited in place. Spans are
+    applied last first, so the offsets of the ones before stay those of the original.
+    """
+    parser = parser_for(language)
+    if parser is None or tree is None:
+        return None
+    offsets = [0]
+    for ln in old:
+        offsets.append(offsets[-1] + len((ln + "\n").encode("utf-8", "surrogatepass")))
+    new: list[str] = []
+    pos = 0
+    for start, end, lines in spans:
+        new += old[pos:start]
+        new += lines
+        pos = max(pos, end)
+    new += old[pos:]
+    for start, end, lines in sorted(spans, key=lambda t: t[0], reverse=True):
+        size = len(encode_lines(lines))
+        tree.edit(start_byte=offsets[start], old_end_byte=offsets[end],
+                  new_end_byte=offsets[start] + size, start_point=(start, 0),
+                  old_end_point=(end, 0), new_end_point=(start + len(lines), 0))
+    return parser.parse(encode_lines(new), tree)
+
+
+def _text(node: Any) -> str:
+    return (node.text or b"").decode("utf-8", "replace")
+
+
+def _name(node: Any) -> str | None:
+    if node.type == "impl_item":
+        typ, trait = node.child_by_field_name("type"), node.child_by_field_name("trait")
+        return None if typ is None else _text(typ) + (f" for {_text(trait)}" if trait else "")
+    if node.type == "type_declaration":
+        spec = next((c for c in node.named_children if c.type in ("type_spec", "type_alias")), None)
+        return None if spec is None else _name(spec)
+    named = node.child_by_field_name("name")
+    if named is None:
+        decl = node.child_by_field_name("declarator")
+        while decl is not None and decl.child_by_field_name("declarator") is not None:
+            decl = decl.child_by_field_name("declarator")
+        named = decl
+    if named is None:
+        return None
+    name = _text(named)
+    receiver = node.child_by_field_name("receiver") if node.type == "method_declaration" else None
+    if receiver is not None:
+        idents = [w for w in _text(receiver).replace("*", " ").strip("()").split() if w]
+        name = f"{idents[-1]}.{name}" if idents else name
+    return name
+
+
+def _unwrap(node: Any) -> tuple[Any, str] | None:
+    """The definition a top-level or member node stands for, and its kind."""
+    inner = node
+    if node.type in ("decorated_definition", "export_statement", "template_declaration"):
+        inner = (node.child_by_field_name("definition") or node.child_by_field_name("declaration")
+                 or next((c for c in node.named_children
+                          if c.type in _FUNCTIONS | _CLASSES), None))
+        if inner is None:
+            return None
+        found = _unwrap(inner)
+        return None if found is None else found
+    if inner.type == "expression_statement" and inner.named_child_count == 1:
+        inner = inner.named_children[0]  # an unclosed JS function parses as an expression
+        if inner.type not in ("function_expression", "class") or inner.child_by_field_name(
+                "name") is None:
+            return None
+        return inner, "function" if inner.type == "function_expression" else "class"
+    if inner.type in _FUNCTIONS:
+        return inner, "function"
+    if inner.type in _CLASSES:
+        return inner, "class"
+    if inner.type in ("lexical_declaration", "variable_declaration"):
+        decls = [c for c in inner.named_children if c.type == "variable_declarator"]
+        value = decls[0].child_by_field_name("value") if len(decls) == 1 else None
+        if value is not None and value.type in _VALUES:
+            return decls[0], "function"
+    return None
+
+
+def _body(node: Any) -> Any | None:
+    body = node.child_by_field_name("body")
+    if body is None:
+        body = next((c for c in node.named_children if c.type in _BODIES), None)
+    return body if body is not None and body.type in _BODIES else None
+
+
+def definitions_of(root: Any, offset: int = 0, parent: str = "",
+                   depth: int = 0) -> list[Definition]:
+    """Named definitions among the children of `root`, and class members, recursively."""
+    out: list[Definition] = []
+    for child in root.named_children:
+        found = _unwrap(child)
+        if found is None:
+            continue
+        node, kind = found
+        name = _name(node)
+        if not name:
+            continue
+        out.append(Definition(kind, name, child.start_point[0] - offset,
+                              node.start_point[0] - offset, child.end_point[0] - offset, parent,
+                              not child.has_error))
+        body = _body(node) if kind == "class" and depth < 3 else None
+        if body is not None:
+            out += definitions_of(body, offset, name, depth + 1)
+    return out
+
+
+def definitions(language: str, tree: Any | None) -> list[Definition]:
+    return [] if tree is None else definitions_of(tree.root_node)
+
+
+def error_line(tree: Any | None) -> int | None:
+    """The first line with a syntax error, or None (also without a tree)."""
+    if tree is None or not tree.root_node.has_error:
+        return None
+    node = tree.root_node
+    while True:
+        if node.is_error or node.is_missing:
+            return int(node.start_point[0])
+        bad = next((c for c in node.children if c.has_error or c.is_error or c.is_missing), None)
+        if bad is None:
+            return int(node.start_point[0])
+        node = bad
+
+
+def hunk_definitions(language: str, lines: Sequence[str]) -> tuple[Definition, ...] | None:
+    """The top-level items of a hunk parsed alone (dedented, or wrapped as class members)."""
+    return _hunk_definitions(language, tuple(lines))
+
+
+@functools.lru_cache(maxsize=256)
+def _hunk_definitions(language: str, lines: tuple[str, ...]) -> tuple[Definition, ...] | None:
+    """(`hunk_definitions`, cached: a hunk is parsed by several steps.)
+
+    Lines are hunk-relative. Returns None when the hunk does not parse into definitions; items
+    that are not definitions show as kind "other" so callers can see what surrounds a definition.
+    """
+    if parser_for(language) is None:
+        return None
+    widths = [len(ln) - len(ln.lstrip()) for ln in lines if ln.strip()]
+    cut = min(widths) if widths else 0
+    body = "\n".join(ln[cut:] if ln[:cut].strip() == "" else ln.lstrip() for ln in lines) + "\n"
+    attempts = [("", "")]
+    if language in _MEMBER_WRAP:
+        attempts.append(_MEMBER_WRAP[language])
+    best: list[Definition] | None = None
+    best_score = -1
+    for prefix, suffix in attempts:
+        tree = parse(language, (prefix + body + suffix).encode())
+        if tree is None:
+            return None
+        root = tree.root_node
+        offset = prefix.count("\n")
+        if prefix:
+            if root.has_error:  # the wrapper's own brace was taken: the hunk is not whole members
+                continue
+            holder = next((c for c in root.named_children if _body(c) is not None), None)
+            if holder is None or (body_node := _body(holder)) is None:
+                continue
+            root = body_node
+        items = _items(root, offset, len(lines))
+        score = sum(2 if d.complete else 1 for d in items if d.kind != "other")
+        if score > best_score:
+            best, best_score = items, score
+    return None if best is None else tuple(best)
+
+
+def _whole(node: Any) -> bool:
+    """No syntax error, and no empty block at its end (tree-sitter-python accepts a trailing
+    `for x in y:` with nothing under it: the text stops inside that block)."""
+    if node.has_error or node.is_missing:
+        return False
+    while node is not None:
+        if node.type == "block" and node.start_byte == node.end_byte:
+            return False
+        node = node.children[-1] if node.children else None
+    return True
+
+
+def _items(root: Any, offset: int, n: int) -> list[Definition]:
+    out: list[Definition] = []
+    for child in root.named_children:
+        start, end = child.start_point[0] - offset, child.end_point[0] - offset
+        if end < 0 or start >= n:
+            continue
+        found = _unwrap(child)
+        name = _name(found[0]) if found else None
+        if found is None or not name:
+            kind = "comment" if "comment" in child.type else "other"
+            out.append(Definition(kind, "", max(start, 0), max(start, 0), min(end, n - 1), "",
+                                  _whole(child)))
+            continue
+        node, kind = found
+        out.append(Definition(kind, name, max(start, 0), node.start_point[0] - offset,
+                              min(end, n - 1), "", _whole(child)))
+    return out

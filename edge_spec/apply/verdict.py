@@ -1,0 +1,108 @@
+"""Verdicts: the structural merge as an apply result, and a check of a model's answer.
+
+A model's merged file is checked against what the snippet and the merge say: every non-marker
+line of the snippet present in order, no original line outside the edited regions missing or
+changed, and the file parses where a grammar exists and the original parsed. An answer that
+fails any check is reported as suspect, never presented as sure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from difflib import SequenceMatcher
+from typing import Any
+
+from edge_spec.apply.markers import marker_shape
+from edge_spec.apply.merge import MergeResult, structural_merge
+from edge_spec.apply.plan import ApplyResult
+from edge_spec.apply.syntax import error_line, parse
+from edge_spec.core.stats import Stats
+from edge_spec.errors import UserError
+
+MAX_PROBLEMS = 8
+
+
+def verdicts(merge: MergeResult) -> list[dict[str, Any]]:
+    """JSON-ready verdicts, one per hunk."""
+    return [asdict(h) for h in merge.hunks]
+
+
+def merge_of(original: str, update: str, lang: str = "", path: str | None = None) -> MergeResult:
+    """The structural merge of `update` into `original` (never raises on odd snippets)."""
+    return structural_merge(original, update, lang, path)
+
+
+def merged_result(merge: MergeResult) -> ApplyResult:
+    """An apply answered by the structural merge alone: no model ran."""
+    stats = Stats(draft="none", finish_reason="stop")  # complete; `engine` says who wrote it
+    return ApplyResult(text=merge.text, raw=merge.text, stats=stats, template="",
+                       engine="merge", verdicts=verdicts(merge), language=merge.language)
+
+
+def not_exact_error(merge: MergeResult) -> UserError:
+    """--engine merge with a hunk the merge is not sure of: name it and say what to do."""
+    if not merge.hunks:
+        return UserError("the snippet has no code to merge: pass an edit snippet")
+    h = next(h for h in merge.hunks if h.status != "exact")
+    a, b = h.snippet_span
+    return UserError(f"hunk {h.index + 1} (snippet lines {a}-{b}) is {h.status}: {h.reason}; "
+                     "use --engine auto or model to let the model write the file")
+
+
+def answer_problems(original: str, update: str, answer: str,
+                    merge: MergeResult | None) -> list[str]:
+    """What is wrong with a model's merged file, as one-line findings (empty: looks right)."""
+    orig = original.replace("\r\n", "\n").splitlines()
+    ans = answer.replace("\r\n", "\n").splitlines()
+    problems = _snippet_lines_missing(update.replace("\r\n", "\n").splitlines(), ans)
+    if merge is not None:
+        problems += _outside_edits(orig, ans, merge)
+        problems += _parse_problems(original, answer, merge.language)
+    return problems[:MAX_PROBLEMS]
+
+
+def _snippet_lines_missing(snippet: Sequence[str], answer: Sequence[str]) -> list[str]:
+    """Non-marker snippet lines that do not appear in the answer, in order."""
+    at, out = 0, []
+    stripped = [ln.strip() for ln in answer]
+    for i, line in enumerate(snippet, 1):
+        text = line.strip()
+        if not text or marker_shape(line):
+            continue
+        try:
+            at = stripped.index(text, at) + 1
+        except ValueError:
+            out.append(f"snippet line {i} is not in the answer (in order): {text[:60]!r}")
+    return out
+
+
+def _outside_edits(orig: Sequence[str], answer: Sequence[str], merge: MergeResult) -> list[str]:
+    """Original lines outside every placed hunk's span that the answer dropped or changed."""
+    spans = [h.original_span for h in merge.hunks]
+    if not spans or any(s is None for s in spans):
+        return []  # a hunk was not placed: the edited regions are unknown
+    edited = [False] * (len(orig) + 1)
+    for a, b in spans:  # type: ignore[misc]
+        for i in range(max(0, a - 1), min(len(orig), b + 1)):  # a line of slack at each side
+            edited[i] = True
+    out = []
+    sm = SequenceMatcher(None, [ln.rstrip() for ln in orig], [ln.rstrip() for ln in answer],
+                         autojunk=False)
+    for op, i1, i2, _j1, _j2 in sm.get_opcodes():
+        if op in ("replace", "delete"):
+            bad = [i for i in range(i1, i2) if not edited[i] and orig[i].strip()]
+            if bad:
+                out.append(f"original line {bad[0] + 1} is missing or changed outside the "
+                           f"edited regions ({len(bad)} line(s))")
+    return out
+
+
+def _parse_problems(original: str, answer: str, language: str) -> list[str]:
+    if not language:
+        return []
+    before = parse(language, original.encode("utf-8"))
+    if before is None or error_line(before) is not None:
+        return []  # no grammar, or the original does not parse either
+    line = error_line(parse(language, answer.encode("utf-8")))
+    return [] if line is None else [f"the answer does not parse as {language} (line {line + 1})"]
