@@ -101,3 +101,24 @@ def test_parse_llama_server_modes() -> None:
                         "llama-server-draft")
     assert [m.peer for m in modes[1:]] == ["llama-server"] * 4
     assert baseline_of("llama-server-ngram-mod") == "llama-server"
+
+
+@pytest.mark.real
+def test_llama_server_peer(smollm2_path: Path, tmp_path: Path) -> None:
+    import os
+
+    binary = os.environ.get("LLAMA_SERVER")
+    if not binary:
+        pytest.skip("no llama-server binary ($LLAMA_SERVER); README: how to build it")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(SMALL_TASKS.read_text().splitlines()[0] + "\n")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["bench", "--tasks", str(tasks), "--model", str(smollm2_path),
+                                    "--modes", "plain,llama-server,llama-server-ngram-simple",
+                                    "--max-tokens", "48", "--n-ctx", "4096", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    records = json.loads((out / "results.json").read_text())
+    peer = [r for r in records if r["mode"].startswith("llama-server")]
+    assert len(peer) == 2 and all(not r["error"] and r["decode_tok_s"] > 0 for r in peer)
+    # Same target, same prompt tokens, greedy: llama.cpp's plain and n-gram modes agree.
+    assert peer[0]["text"] == peer[1]["text"] or peer[1]["acceptance"] is not None
