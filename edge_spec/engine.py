@@ -1,7 +1,7 @@
 """The embeddable API: an `Engine` owns a target, an optional drafter model and a controller.
 
->>> eng = Engine("smollm2")                                              # doctest: +SKIP
->>> eng.generate("Write a haiku about caches", max_tokens=32).text       # doctest: +SKIP
+Example: `eng = Engine("smollm2")`
+Example: `eng.generate("Write a haiku about caches", max_tokens=32).text`
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ bundle, and verifies hashes: a file whose size, mtime, ctime and inode match the
 state is trusted (the cache lives in `<store>/bundle-cache/`, see `edge_spec.models.store_root`);
 anything else, or every file with `verify=True`, is re-hashed.
 
->>> target, drafter, runtime = bundle_models("exports/smollm2")   # doctest: +SKIP
+Example: `target, drafter, runtime = bundle_models("exports/smollm2")`
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A GGUF's metadata is read with a small parser after `check_gguf` has bounded eve
 (gguf's GGUFReader takes ~20 s on a 151k-token vocabulary; this takes well under a second).
 Hugging Face and ONNX folders are read from tokenizer.json and the config files.
 
->>> gguf_vocab("qwen2.5-coder-0.5b-instruct.gguf").size   # doctest: +SKIP
+Example: `gguf_vocab("qwen2.5-coder-0.5b-instruct.gguf").size`
 151936
 """
 

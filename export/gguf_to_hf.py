@@ -3,7 +3,7 @@
 The weights are dequantized to float32; this is the way into exporters that start from a
 Hugging Face checkpoint (ONNX, re-quantized GGUF) and into the torch runtime.
 
->>> gguf_to_hf("smollm2-135m-instruct-q4_1.gguf", "out/smollm2-hf")   # doctest: +SKIP
+Example: `gguf_to_hf("smollm2-135m-instruct-q4_1.gguf", "out/smollm2-hf")`
 """
 
 from __future__ import annotations

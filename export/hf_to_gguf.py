@@ -4,7 +4,7 @@ Built on the pip `gguf` package (writer, tensor-name map, SpecialVocab); the wei
 straight from the safetensors files with numpy memory maps, so torch is not needed and memory
 stays at about one tensor. The result is what `llama_model_quantize` takes as input.
 
->>> hf_to_gguf("exports/smollm2-hf", "smollm2-f16.gguf")   # doctest: +SKIP
+Example: `hf_to_gguf("exports/smollm2-hf", "smollm2-f16.gguf")`
 """
 
 from __future__ import annotations

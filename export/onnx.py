@@ -28,7 +28,7 @@ Two exporters:
 Output is written into a hidden temp folder beside `out_dir` and renamed into place at the end,
 so a failed or interrupted export never leaves a folder that looks complete.
 
->>> export_onnx("exports/smollm2-hf", "exports/smollm2-onnx-int8", quant="int8")  # doctest: +SKIP
+Example: `export_onnx("exports/smollm2-hf", "exports/smollm2-onnx-int8", quant="int8")`
 PosixPath('exports/smollm2-onnx-int8')
 """
 

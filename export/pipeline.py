@@ -6,7 +6,7 @@ against the source), manifest. Everything is built in `OUT.partial-XXXX` beside 
 to OUT only at the end, so an interrupted or failed export never leaves a folder that looks
 complete; a failing stage raises a UserError naming the stage and the cause.
 
->>> export("smollm2-135m-instruct-q4_1", "bundles/smol", ExportOptions(target_quant="Q8_0"))   # doctest: +SKIP
+Example: `export("smollm2-135m-instruct-q4_1", "bundles/smol", ExportOptions(target_quant="Q8_0"))`
 """
 
 from __future__ import annotations

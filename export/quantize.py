@@ -1,6 +1,6 @@
 """GGUF quantization with llama.cpp (`llama_model_quantize`, through llama-cpp-python).
 
->>> quantize_gguf("smollm2-f16.gguf", "smollm2-q8_0.gguf", "Q8_0")   # doctest: +SKIP
+Example: `quantize_gguf("smollm2-f16.gguf", "smollm2-q8_0.gguf", "Q8_0")`
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ is the only place that names their modules, so adding a backend is one new file 
 here and its name in `edge_spec.config.settings.BACKENDS`.
 
 >>> from edge_spec.runtimes import open_runtime, RuntimeOptions
->>> rt = open_runtime("llamacpp", "model.gguf", RuntimeOptions(n_ctx=2048))   # doctest: +SKIP
+
+Example: `rt = open_runtime("llamacpp", "model.gguf", RuntimeOptions(n_ctx=2048))`
 """
 
 from __future__ import annotations

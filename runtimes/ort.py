@@ -15,8 +15,8 @@ the same per-token decode and verify cost within noise; the session decoder pref
 (no lm_head on prefill rows), does not spin its threads (a 2x loss under contention, which genai
 does not let us turn off), needs no genai_config.json, and does not import onnxruntime-genai.
 
->>> rt = OrtRuntime("exports/smollm2-onnx-int8", RuntimeOptions(n_ctx=4096, threads=2))  # doctest: +SKIP
->>> rt.eval(rt.tokenize("def f():"), rows=[0, 1]).shape                                       # doctest: +SKIP
+Example: `rt = OrtRuntime("exports/smollm2-onnx-int8", RuntimeOptions(n_ctx=4096, threads=2))`
+Example: `rt.eval(rt.tokenize("def f():"), rows=[0, 1]).shape`
 (2, 49152)
 """
 

@@ -4,8 +4,8 @@ Uses the `tokenizers` library only (no transformers import: it is fast to load).
 the vocabulary strings (byte-level BPE `Ġthe`, SentencePiece `▁the`), which are the strings a GGUF
 converter writes, so `VocabInfo.fingerprint` pairs an ONNX export with the GGUF of the same model.
 
->>> tok = JsonTokenizer("exports/smollm2-onnx", n_vocab=49152)   # doctest: +SKIP
->>> tok.vocab.fingerprint == llama_rt.vocab.fingerprint           # doctest: +SKIP
+Example: `tok = JsonTokenizer("exports/smollm2-onnx", n_vocab=49152)`
+Example: `tok.vocab.fingerprint == llama_rt.vocab.fingerprint`
 True
 """
 

@@ -6,8 +6,8 @@ divergence is a near-tie when the top-2 gap at the first differing position (one
 evaluation, the way plain decoding saw it) is at most the batch-vs-single noise measured around
 that position; anything else is a bug.
 
->>> d = divergence(engine.target, prompt, plain_tokens, spec_tokens)   # doctest: +SKIP
->>> d.near_tie, d.top2_gap, d.noise                                     # doctest: +SKIP
+Example: `d = divergence(engine.target, prompt, plain_tokens, spec_tokens)`
+Example: `d.near_tie, d.top2_gap, d.noise`
 (True, 0.19, 1.27)
 """
 

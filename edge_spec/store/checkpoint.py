@@ -2,7 +2,7 @@
 
 Hugging Face checkpoints load from safetensors only: a pickle file can run code when unpickled.
 
->>> check_hf_checkpoint("exports/smollm2-hf")   # doctest: +SKIP
+Example: `check_hf_checkpoint("exports/smollm2-hf")`
 """
 
 from __future__ import annotations
