@@ -40,11 +40,11 @@ import numpy as np
 import edge_spec.core.loop as loop_mod
 from edge_spec.config.settings import ControllerSettings
 from edge_spec.core.controller import Controller
-from edge_spec.runtimes.base import host_greedy
 from edge_spec.core.loop import GenConfig, generate
 from edge_spec.core.textstream import TextStream
 from edge_spec.core.types import Draft, Drafter, Reference
 from edge_spec.drafters.reference import ReferenceDrafter
+from edge_spec.runtimes.base import host_greedy
 
 VOCAB = 151_936  # the demo target's (Qwen2.5) output layer
 EOS = VOCAB - 1
