@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
-from edge_spec.config.settings import bounds
+from edge_spec.config.settings import DRAFT_MODES, bounds
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def emit_json(obj: dict[str, Any]) -> None:
@@ -26,3 +29,22 @@ def int_range(cls: type, name: str) -> click.IntRange:
 def float_range(cls: type, name: str) -> click.FloatRange:
     lo, hi = bounds(cls, name)
     return click.FloatRange(lo, hi)
+
+
+def model_options(fn: F) -> F:
+    """The model-selection options `run` and `serve` share (--model ... --draft)."""
+    opts = [
+        click.option("--model", default=None,
+                     help="Target model: catalogue name, .gguf path or hf:ORG/REPO/FILE."),
+        click.option("--drafter", default=None, help="Drafter model (same tokenizer as the target)."),
+        click.option("--bundle", default=None, type=click.Path(file_okay=False),
+                     help="An `edge-spec export` bundle: its target, drafter and runtime "
+                          "(flags win)."),
+        click.option("--verify", is_flag=True,
+                     help="With --bundle: re-hash every file, not only changed ones."),
+        click.option("--draft", type=click.Choice(DRAFT_MODES), default=None,
+                     help="Drafting: hybrid (default), reference, model or none (plain decoding)."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from edge_spec.apply import LANGS
-from edge_spec.cli.output import emit_json, float_range, int_range
+from edge_spec.cli.output import emit_json, float_range, int_range, model_options
 from edge_spec.cli.review import (
     apply_fields,
     diff_text,
@@ -22,7 +22,6 @@ from edge_spec.cli.review import (
 from edge_spec.config.settings import (
     APPLY_ENGINES,
     BACKENDS,
-    DRAFT_MODES,
     LAZY_POLICIES,
     MAX_POINT,
     ControllerSettings,
@@ -82,13 +81,7 @@ def result_dict(res: Any, engine: Any, text: str) -> dict[str, Any]:
                    "markers (code left out): write the naive merge instead, keep the answer, or "
                    "fail. A streamed answer is already out: it gets a warning and exit code 3.")
 @click.option("--lang", default="", help="Language tag for the code fence (default: from the file name).")
-@click.option("--model", default=None, help="Target model: catalogue name, .gguf path or hf:ORG/REPO/FILE.")
-@click.option("--drafter", default=None, help="Drafter model (same tokenizer as the target).")
-@click.option("--bundle", default=None, type=click.Path(file_okay=False),
-              help="An `edge-spec export` bundle: its target, drafter and runtime (flags win).")
-@click.option("--verify", is_flag=True, help="With --bundle: re-hash every file, not only changed ones.")
-@click.option("--draft", type=click.Choice(DRAFT_MODES), default=None,
-              help="Drafting: hybrid (default), reference, model or none (plain decoding).")
+@model_options
 @click.option("--reference", "references", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="A text file the output is likely to copy (repeatable).")
 @click.option("--max-tokens", type=click.IntRange(1), default=None, help="Output token limit.")

@@ -8,10 +8,9 @@ from typing import Any
 
 import click
 
-from edge_spec.cli.output import int_range
+from edge_spec.cli.output import int_range, model_options
 from edge_spec.config.settings import (
     BACKENDS,
-    DRAFT_MODES,
     ClusterSettings,
     RuntimeSettings,
     ServerSettings,
@@ -55,13 +54,7 @@ def serve_cluster(o: dict[str, Any], settings: ServerSettings) -> None:
 
 
 @click.command()
-@click.option("--model", default=None, help="Target model: catalogue name, .gguf path or hf:ORG/REPO/FILE.")
-@click.option("--drafter", default=None, help="Drafter model (same tokenizer as the target).")
-@click.option("--bundle", default=None, type=click.Path(file_okay=False),
-              help="An `edge-spec export` bundle: its target, drafter and runtime (flags win).")
-@click.option("--verify", is_flag=True, help="With --bundle: re-hash every file, not only changed ones.")
-@click.option("--draft", type=click.Choice(DRAFT_MODES), default=None,
-              help="Drafting: hybrid (default), reference, model or none (plain decoding).")
+@model_options
 @click.option("--runtime", type=click.Choice(BACKENDS), default=None,
               help="Backend: llamacpp (GGUF), ort (ONNX folder) or torch (HF folder or GGUF); "
                    "default: the profile's, else llamacpp.")
