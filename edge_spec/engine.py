@@ -14,7 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from edge_spec.apply.merge import MergeResult
 from edge_spec.apply.plan import ApplyResult, check_policy, plan_apply
+from edge_spec.apply.region import RegionPlan, plan_regions, run_regions
 from edge_spec.apply.verdict import (
     answer_problems,
     merge_of,
@@ -234,9 +236,12 @@ class Engine:
         """Merge an edit snippet into a file.
 
         `engine`: "auto" returns the structural merge when it is sure of every hunk (no model
-        is loaded or run), else the model writes the file; "merge" is the structural merge
-        only (a UserError names the hunk it is not sure of); "model" always runs the model,
-        with the merge as its drafting reference (lossless speculative decoding). A model's
+        is loaded or run), else the model writes it: by region (a window around each unsure
+        hunk, the merge supplying the rest; `apply.region`) when every hunk is placed and the
+        windows are a small part of the file, else the whole file; "region" is by region
+        whenever every hunk is placed; "merge" is the structural merge only (a UserError names
+        the hunk it is not sure of); "model" always runs the model on the whole file, with the
+        merge as its drafting reference (lossless speculative decoding). A model's
         answer is checked (`suspect`); one that still holds `... existing code ...` markers
         lists them in `lazy_lines` and `on_lazy` keeps it, returns the merge or raises.
         `path` (the file's name) picks the merge's language when `lang` does not. `guard`
@@ -255,17 +260,36 @@ class Engine:
             if on_delta is not None:
                 on_delta(res.text)
             return res
-        plan = plan_apply(self.target, original, update, instruction, template=template,
-                          lang=lang, max_tokens=max_tokens, merged=merge.text, guard=guard)
-        gen = GenConfig(plan.budget, plan.stop, sampling or SamplingSettings(), fixed_k,
-                        plan.guard)
-        out = self.run_tokens(plan.tokens, gen, plan.references, draft,
-                              plan.stream_filter(on_delta), cancel)
-        res = plan.finish(out.text, out.stats, out.tokens, on_lazy)
+        regions = None if engine in ("model", "merge") else self._regions(original, update,
+                                                                           merge, engine)
+
+        def run(text: str, edit: str, merged: str, cb: Delta | None) -> ApplyResult:
+            plan = plan_apply(self.target, text, edit, instruction, template=template, lang=lang,
+                              max_tokens=max_tokens, merged=merged, guard=guard)
+            gen = GenConfig(plan.budget, plan.stop, sampling or SamplingSettings(), fixed_k,
+                            plan.guard)
+            out = self.run_tokens(plan.tokens, gen, plan.references, draft,
+                                  plan.stream_filter(cb), cancel)
+            return plan.finish(out.text, out.stats, out.tokens, on_lazy)
+
+        if regions is not None:
+            res = run_regions(regions, lambda w, cb: run(w.original, w.snippet, w.merged, cb),
+                              on_delta, original)
+        else:
+            res = run(original, update, merge.text, on_delta)
         res.verdicts, res.language = verdicts(merge), merge.language
-        if out.stats.finish_reason != "cancelled":
+        if res.stats.finish_reason != "cancelled":
             res.suspect = answer_problems(original, update, res.text, merge)
         return res
+
+    def _regions(self, original: str, update: str, merge: MergeResult,
+                 engine: str) -> RegionPlan | None:
+        """The windows the model rewrites; by region when the file would not fit the context."""
+        rt = self.target
+        # A whole-file apply holds the file twice (prompt and answer) and the snippet once.
+        force = engine == "region" or (2 * len(rt.tokenize(original))
+                                       + len(rt.tokenize(update))) > rt.n_ctx
+        return plan_regions(original, update, merge, self.config.apply, force=force)
 
     def stream_apply(self, original: str, update: str, instruction: str | None = None,
                      **kw: Any) -> TextStreamIter:

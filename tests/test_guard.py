@@ -91,3 +91,20 @@ def test_guard_on_smollm2_plain_equals_speculative(smollm2_path) -> None:  # noq
         spec = eng.apply(*args, draft="reference", engine="model", max_tokens=120)
         assert not plain.lazy_lines and not spec.lazy_lines
         assert_same_or_near_tie(eng.target, plain.extra["prompt"], plain.raw, spec.raw, t["id"])
+
+
+def test_the_snippets_own_reworded_markers_are_banned_and_detected() -> None:
+    lazy = LAZY.replace("# ... existing code ...", "# rest of the file stays the same")
+    upd = "# rest of the file stays the same\ndef f5(x):\n    return x * 5\n" \
+          "# rest of the file stays the same\n"
+    rt = FakeRuntime(follow="```\n" + lazy + "```\n", n_ctx=8192)
+    eng = Engine(rt, None, EngineConfig().override(kind="reference"))
+    off = eng.apply(ORIG, upd, engine="model", guard=False)
+    assert off.lazy_lines and "# rest of the file stays the same" in off.text
+    on = eng.apply(ORIG, upd, engine="model")
+    assert "# rest of the file stays the same" not in on.text and not on.lazy_lines
+    # An ordinary comment that only starts like the marker's first words stays allowed.
+    g = apply_guard(ORIG, lambda t: rt.token_bytes(t).decode("utf-8", "ignore"), rt.n_vocab,
+                    markers=["# rest of the file stays the same"])
+    assert rt.tokenize("f")[0] not in set(g.banned("# rest of the ").tolist())
+    assert rt.tokenize("e")[0] in set(g.banned("# rest of the file stays the sam").tolist())

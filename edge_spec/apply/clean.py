@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from edge_spec.apply.naive import MARKER
 
@@ -39,12 +40,16 @@ def clean_output(raw: str, original: str, prefix: str = "", stop: tuple[str, ...
     return text
 
 
-def lazy_lines(text: str, original: str) -> list[int]:
-    """1-based lines of `text` that are `... existing code ...` markers not in `original`.
+def lazy_lines(text: str, original: str, markers: Sequence[str] = ()) -> list[int]:
+    """1-based lines of `text` that are `... existing code ...` markers, or the snippet's own
+    `markers` (stripped lines in any wording), that `original` does not have.
 
     >>> lazy_lines("a\\n# ... existing code ...\\nb\\n", "a\\nx\\nb\\n")
     [2]
+    >>> lazy_lines("a\\n/* unchanged */\\n", "a\\nx\\n", ["/* unchanged */"])
+    [2]
     """
-    have = {ln.strip() for ln in original.splitlines() if MARKER.match(ln)}
+    have = {ln.strip() for ln in original.splitlines()}
+    copied = set(markers) - have
     return [i for i, ln in enumerate(text.splitlines(), 1)
-            if MARKER.match(ln) and ln.strip() not in have]
+            if (MARKER.match(ln) or ln.strip() in copied) and ln.strip() not in have]

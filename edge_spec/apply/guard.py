@@ -7,12 +7,16 @@ bans the token that would make a line an ellipsis marker: a comment leader follo
 (`... existing code ...`). JavaScript spreads (`...args`), Python's `...` statement and doctest
 continuation lines (`... x = 1`) stay allowed. A marker form the original itself uses (a
 comment leader it writes `...` after, bare `... word` lines) is not banned.
+
+Snippets reword markers (`/* unchanged */`, `# rest of the file stays the same`); such a
+marker without an ellipsis has the shape of an ordinary comment, so only the snippet's own
+marker lines are banned (`markers`, whatever their wording): a line may not start with one.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from edge_spec.core.guard import LineGuard
 
@@ -38,9 +42,11 @@ _MAX_GUARDS = 8
 
 
 def apply_guard(original: str, token_text: Callable[[int], str], n_vocab: int,
-                vocab_key: str = "") -> LineGuard:
-    """The guard for one apply request: marker forms the original has are allowed."""
+                vocab_key: str = "", markers: Sequence[str] = ()) -> LineGuard:
+    """The guard for one apply request: marker forms the original has are allowed; `markers`
+    (the snippet's marker lines, stripped) are banned unless the original has them."""
     lines = [ln.strip() for ln in original.splitlines()]
+    own = sorted(set(m for m in markers if m) - set(lines))
     leaders = [ld for ld in _LEADERS
                if not any(re.match(re.escape(ld) + r"\s*" + _ELLIPSIS, ln) for ln in lines)]
     bare = not any(re.match(_ELLIPSIS + r"\s+" + _alt(_WORDS), ln) for ln in lines)
@@ -49,6 +55,8 @@ def apply_guard(original: str, token_text: Callable[[int], str], n_vocab: int,
         forms.append(_alt(leaders) + r"\s*" + _ELLIPSIS)
     if bare:
         forms.append(_ELLIPSIS + r"\s+" + _alt(_WORDS) + r"\b")
+    if own:
+        forms.append(_alt(own))
     if not forms:
         forms.append(r"(?!)")  # nothing to forbid
     forbidden = re.compile(r"\s*(?:" + "|".join(forms) + ")")
@@ -59,6 +67,8 @@ def apply_guard(original: str, token_text: Callable[[int], str], n_vocab: int,
     risky_parts.append(r"(?:\.{0,3}|…)")
     if bare:
         risky_parts.append(_ELLIPSIS + r"\s*" + _alt(_prefixes(_WORDS)) + "?")
+    if own:
+        risky_parts.append(_alt(_prefixes(tuple(own))))
     risky = re.compile("(?:" + "|".join(risky_parts) + r")\s*")
     key = (vocab_key, n_vocab, forbidden.pattern, risky.pattern)
     guard = _GUARDS.get(key) if vocab_key else None

@@ -171,6 +171,17 @@ def classify_markers(lines: Sequence[str], index: LineIndex, language: str) -> l
     return out
 
 
+def snippet_markers(original: str, snippet: str, language: str = "") -> tuple[str, ...]:
+    """The snippet's marker lines (stripped, in any wording) that are not lines of the original:
+    an answer that writes one copied the snippet instead of the code it stands for."""
+    olines = original.replace("\r\n", "\n").split("\n")
+    slines = snippet.replace("\r\n", "\n").split("\n")
+    have = {ln.strip() for ln in olines}
+    flags = classify_markers(slines, LineIndex(olines), language)
+    return tuple(dict.fromkeys(ln.strip() for ln, m in zip(slines, flags, strict=True)
+                               if m and ln.strip() not in have))
+
+
 def split_hunks(lines: Sequence[str], is_marker: Sequence[bool]) -> list[Hunk]:
     """The runs of non-marker lines, each with the markers around it."""
     hunks: list[Hunk] = []

@@ -83,12 +83,24 @@ class HunkVerdict:
 
 
 @dataclass(frozen=True)
+class Edit:
+    """Original lines [start, end) (0-based) replaced by `lines` (no line endings)."""
+
+    start: int
+    end: int
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class MergeResult:
     """The merged text (always the best merge) and a verdict per hunk."""
 
     text: str
     hunks: tuple[HunkVerdict, ...]
     language: str
+    # Per hunk, what replaced which original lines (0-based [start, end), LF lines): the pieces
+    # `text` is assembled from, so a caller can rebuild any part of it (`apply.region`).
+    edits: tuple[Edit, ...] = ()
 
     @property
     def exact(self) -> bool:
@@ -104,7 +116,7 @@ def detect_language(lang: str = "", path: str | None = None) -> str:
     return _EXTENSIONS.get(PurePath(path).suffix.lower(), "") if path else ""
 
 
-def _split_original(text: str) -> tuple[list[str], str, bool]:
+def split_original(text: str) -> tuple[list[str], str, bool]:
     """Lines without endings, the line ending to write, and whether the text ends with one."""
     final = text.endswith("\n")
     lines = text.split("\n")
@@ -131,7 +143,7 @@ def structural_merge(original: str, snippet: str, lang: str = "",
     ('a = 1\\nb = 20\\nc = 3\\n', True)
     """
     language = detect_language(lang, path)
-    olines, eol, final = _split_original(original)
+    olines, eol, final = split_original(original)
     slines = _snippet_lines(snippet)
     index = LineIndex(olines)
     is_marker = classify_markers(slines, index, language)
@@ -153,7 +165,7 @@ def structural_merge(original: str, snippet: str, lang: str = "",
     ctx.style, ctx.style_sure = (style, unit), sure
     whole = not any(is_marker) and _covers(chosen[0], index)
     placements = _place_all(ctx, hunks, chosen, slines, is_marker, whole)
-    out = _assemble(olines, placements)
+    out = assemble(olines, placements)
     verdicts = [HunkVerdict(h.index, p.status, p.reason, h.span,
                             None if p.status == "unplaced" else (p.start, p.end))
                 for h, p in zip(hunks, placements, strict=True)]
@@ -162,7 +174,8 @@ def structural_merge(original: str, snippet: str, lang: str = "",
                               "guessed unit (no context line shows it)")
     verdicts = _validate(language, tree, ctx, placements, verdicts)
     text = eol.join(out) + (eol if final or not original else "")
-    return MergeResult(text, tuple(verdicts), language)
+    edits = tuple(Edit(p.start, p.end, p.lines) for p in placements)
+    return MergeResult(text, tuple(verdicts), language, edits)
 
 
 def _into_empty(hunks: Sequence[Hunk], marked: bool, eol: str, language: str) -> MergeResult:
@@ -215,7 +228,8 @@ def _place_all(ctx: Ctx, hunks: Sequence[Hunk], chosen: Sequence[Chain | None],
     return out
 
 
-def _assemble(olines: Sequence[str], placements: Sequence[Placement]) -> list[str]:
+def assemble(olines: Sequence[str], placements: Sequence[Placement | Edit]) -> list[str]:
+    """The original lines with each placement's lines in place of its span, in order."""
     out: list[str] = []
     pos = 0
     for p in placements:

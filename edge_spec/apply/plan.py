@@ -14,6 +14,8 @@ from typing import Any
 
 from edge_spec.apply.clean import clean_output, lazy_lines
 from edge_spec.apply.guard import apply_guard
+from edge_spec.apply.markers import snippet_markers
+from edge_spec.apply.merge import detect_language
 from edge_spec.apply.naive import MARKER, edit_references
 from edge_spec.apply.templates import Template, build_messages, pick_template
 from edge_spec.config.settings import LAZY_POLICIES
@@ -44,11 +46,13 @@ class ApplyResult:
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     suspect: list[str] = field(default_factory=list)
     language: str = ""
+    # engine "region": the windows the model rewrote (1-based original lines, hunks, tokens).
+    regions: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The apply fields of the JSON contract (besides the generation stats)."""
         return {"engine": self.engine, "verdicts": self.verdicts, "suspect": self.suspect,
-                "lazy_lines": self.lazy_lines, "fallback": self.fallback}
+                "lazy_lines": self.lazy_lines, "fallback": self.fallback, "regions": self.regions}
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ class ApplyPlan:
     budget: int
     merged: str  # the merge the model drafts from (LF line ends)
     guard: LineGuard | None = None  # no marker line the original does not have (the target's)
+    markers: tuple[str, ...] = ()  # the snippet's marker lines the original does not have
 
     @property
     def crlf(self) -> bool:
@@ -88,7 +93,7 @@ class ApplyPlan:
         text = self.clean(raw, stats.finish_reason == "stop")
         res = ApplyResult(text=text, raw=raw, stats=stats, template=self.template.name,
                           extra={"tokens": tokens, "prompt": self.tokens})
-        return _lazy_policy(res, on_lazy, self.original, self.merged)
+        return _lazy_policy(res, on_lazy, self.original, self.merged, self.markers)
 
 
 def plan_apply(target: Runtime, original: str, update: str, instruction: str | None = None, *,
@@ -109,13 +114,14 @@ def plan_apply(target: Runtime, original: str, update: str, instruction: str | N
     merged_ref, orig_ref = edit_references(original_lf, update_lf,
                                            None if merged is None else merged.replace("\r\n", "\n"))
     budget = max_tokens or int(len(target.tokenize(original_lf + update_lf)) * 1.3) + 64
+    markers = snippet_markers(original_lf, update_lf, detect_language(lang))
     line_guard = None
     if guard:
         line_guard = apply_guard(original_lf, lambda t: target.token_bytes(t).decode(
-            "utf-8", "ignore"), target.n_vocab, target.vocab.fingerprint)
+            "utf-8", "ignore"), target.n_vocab, target.vocab.fingerprint, markers)
     return ApplyPlan(original=original, template=tpl, tokens=tokens, prefix=prefix, stop=stop,
                      references=(merged_ref, orig_ref, Reference(snippet)), budget=budget,
-                     merged=merged_ref.text, guard=line_guard)
+                     merged=merged_ref.text, guard=line_guard, markers=markers)
 
 
 def check_policy(on_lazy: str) -> None:
@@ -123,10 +129,11 @@ def check_policy(on_lazy: str) -> None:
         raise UserError(f"unknown on_lazy {on_lazy!r}: use one of {', '.join(LAZY_POLICIES)}")
 
 
-def _lazy_policy(res: ApplyResult, policy: str, original: str, merged: str) -> ApplyResult:
+def _lazy_policy(res: ApplyResult, policy: str, original: str, merged: str,
+                 markers: tuple[str, ...] = ()) -> ApplyResult:
     """Apply `policy` to an answer with elided code: keep it, use `merged` (the naive merge, LF
     line ends), or refuse."""
-    res.lazy_lines = lazy_lines(res.text, original)
+    res.lazy_lines = lazy_lines(res.text, original, markers)
     if not res.lazy_lines or policy == "keep" or res.stats.finish_reason == "cancelled":
         return res
     where = ", ".join(map(str, res.lazy_lines[:8])) + (" ..." if len(res.lazy_lines) > 8 else "")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_spec.apply.clean import lazy_lines
+from edge_spec.apply.markers import snippet_markers
 from edge_spec.bench.metrics import (
     MISS_CLASSES,
     line_similarity,
@@ -154,9 +155,12 @@ def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: i
                 rec["match_expected_tokens"] = (None if text is None or exp is None else
                                                 token_equal(text, exp, task.get("language", ""),
                                                             task.get("path", "")))
-                # Answers that left '... existing code ...' markers in (code left out).
+                # Answers that left '... existing code ...' markers (or the snippet's own
+                # markers, in any wording) in: code left out.
                 rec["lazy"] = (None if text is None or "original" not in task
-                               else len(lazy_lines(text, task["original"])))
+                               else len(lazy_lines(text, task["original"], snippet_markers(
+                                   task["original"], task.get("update", ""),
+                                   task.get("language", "")))))
                 rec["miss"] = miss_class(rec)
                 if "kind" in task:  # a messy variant: accuracy is reported per kind
                     rec["kind"] = task["kind"]

@@ -48,8 +48,14 @@ def engine_note(res: ApplyResult, asked: str) -> str:
     n = len(res.verdicts)
     if res.engine == "merge":
         return f"engine merge: the structural merge placed all {n} hunk(s) exactly; no model ran"
+    if res.engine == "region":
+        where = ", ".join(f"lines {r['lines'][0]}-{r['lines'][1]}" for r in res.regions)
+        return (f"engine region ({asked}): the model rewrote {where} around the hunk(s) the "
+                "merge is not sure of; the structural merge wrote the rest")
+    placed = bool(res.verdicts) and all(v["original_span"] is not None for v in res.verdicts)
     auto = ("return the structural merge without a model" if sure
-            else "let the model write the file (not every hunk is exact)")
+            else "let the model rewrite the unsure regions or the file" if placed
+            else "let the model write the file (a hunk is unplaced)")
     return f"engine model ({asked}); auto would {auto}"
 
 

@@ -23,7 +23,7 @@ BACKEND_ALIASES: Mapping[str, str] = {
 }
 DRAFT_MODES = ("hybrid", "reference", "model", "none")
 DTYPES = ("auto", "float32", "float16", "bfloat16")
-APPLY_ENGINES = ("auto", "model", "merge")
+APPLY_ENGINES = ("auto", "model", "merge", "region")
 EXPORT_FORMATS = ("gguf", "onnx")
 ONNX_QUANTS = ("int4", "int8", "none")
 ONNX_EXPORTERS = ("builder", "optimum")
@@ -149,6 +149,20 @@ class ReferenceSettings:
 
 
 @dataclass(frozen=True)
+class ApplySettings:
+    """How an apply the merge is unsure of goes to the model (not in profiles: text, not machine).
+
+    The model rewrites a window of `region_context` original lines around each unsure hunk, and
+    the merge supplies the rest, unless the windows would cover more than `region_max_share` of
+    the file (then the whole file is rewritten; a file over the context is rewritten by region
+    whatever the share).
+    """
+
+    region_context: int = setting(12, lo=0, hi=10_000)
+    region_max_share: float = setting(0.6, lo=0.0, hi=1.0)
+
+
+@dataclass(frozen=True)
 class SamplingSettings:
     """How the target's next token is chosen; temperature 0 means greedy."""
 
@@ -204,6 +218,7 @@ class EngineConfig:
     drafter: DrafterSettings = field(default_factory=DrafterSettings)
     controller: ControllerSettings = field(default_factory=ControllerSettings)
     reference: ReferenceSettings = field(default_factory=ReferenceSettings)
+    apply: ApplySettings = field(default_factory=ApplySettings)
 
     def override(self, **values: Any) -> EngineConfig:
         """A copy with the named fields replaced; None values are ignored (flag not given)."""
@@ -221,7 +236,7 @@ class EngineConfig:
 _SECTION_OF: dict[str, str] = {
     f.name: sec for sec, cls in (("runtime", RuntimeSettings), ("drafter", DrafterSettings),
                                  ("controller", ControllerSettings),
-                                 ("reference", ReferenceSettings))
+                                 ("reference", ReferenceSettings), ("apply", ApplySettings))
     for f in fields(cls)
 }
 

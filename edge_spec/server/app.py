@@ -182,7 +182,7 @@ def create_app(engine: Any, settings: ServerSettings | None = None,
                             max_tokens=max_tokens, sampling=sampling, engine=req.engine,
                             on_delta=ex.on_delta if req.stream else None, cancel=ex.cancel)
             acc, rej = (prediction_usage(eng.target, prediction, res.text)
-                        if prediction and res.engine == "model" else (0, 0))
+                        if prediction and res.engine != "merge" else (0, 0))
             return Outcome(res.text, res.stats, res.stats.finish_reason, acc, rej,
                            lazy_lines=res.lazy_lines, apply=res.to_dict())
 

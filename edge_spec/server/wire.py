@@ -81,7 +81,7 @@ class ChatRequest(GenRequest):
     # A chat that carries an apply (see `chat_apply`): `apply` forces or forbids the detection,
     # `engine` picks the apply engine as on /v1/apply.
     apply: bool | None = None
-    engine: Literal["auto", "model", "merge"] = "auto"
+    engine: Literal["auto", "model", "merge", "region"] = "auto"
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ class ApplyRequest(_Base):
     template: str | None = None
     lang: str = ""
     path: str | None = None  # the file's name: picks the structural merge's language
-    engine: Literal["auto", "model", "merge"] = "auto"
+    engine: Literal["auto", "model", "merge", "region"] = "auto"
 
 
 # ---------------------------------------------------------------------------------------------
