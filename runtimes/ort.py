@@ -8,6 +8,9 @@ Two decoders sit behind one `OrtRuntime` (both in `edge_spec.runtimes.ort_sessio
   in place and `truncate` only moves the length: no KV copies at all, and on CUDA the cache stays
   on the device. Other graphs (optimum) get the past back as `present.*` and slice it. Logits go
   into one reused host buffer, and a prefill chunk projects only one row to the vocabulary.
+  `greedy` reads the graph's own argmax output (`edge_spec.runtimes.ort_graph`), banned ids
+  masked inside the graph: one id per row crosses to the host, and on CUDA the logits stay in a
+  device buffer. Same logits, same first-index tie rule as numpy: the ids equal host argmax.
 - `genai`: onnxruntime-genai's `Generator` (`append_tokens`, `get_output("logits")`, `rewind_to`).
 
 Measured on the 2-core CPU (SmolLM2 int8, Qwen 0.5B int4): both give bit-identical logits and
@@ -28,7 +31,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from edge_spec.errors import UserError, require
-from edge_spec.runtimes.base import Banned, RuntimeOptions, VocabInfo, chunked_eval, host_greedy
+from edge_spec.runtimes.base import (
+    Banned,
+    RuntimeOptions,
+    VocabInfo,
+    chunked_eval,
+    host_greedy,
+    wanted_rows,
+)
 from edge_spec.runtimes.ort_session import GenaiDecoder, ModelInfo, SessionDecoder
 from edge_spec.runtimes.tokjson import JsonTokenizer
 from edge_spec.store.checkpoint import check_onnx_dir
@@ -88,7 +98,22 @@ class OrtRuntime:
         return _take(logits, rows, last) if rows else None
 
     def greedy(self, tokens: Sequence[int], banned: Banned = None) -> list[int]:
-        return host_greedy(self.eval(tokens, rows=range(len(tokens))), tokens[1:], banned)
+        """Greedy verification with the graph's argmax: only one id per row crosses to the host
+        (on CUDA the logits stay on the device). Host argmax on an unedited graph or genai, and
+        past n_batch, where the rows span several forwards."""
+        n, dec = len(tokens), self._dec
+        if not n or n > self.n_batch or not isinstance(dec, SessionDecoder) or not dec.device_argmax:
+            return host_greedy(self.eval(tokens, rows=range(n)), tokens[1:], banned)
+        wanted_rows(self, n, range(n))
+        chunk = [int(t) for t in tokens]
+        ids = dec.forward_ids(chunk, self.n_tokens, banned).tolist()
+        self._tokens.extend(chunk)
+        out: list[int] = []
+        for i, best in enumerate(ids):
+            out.append(int(best))
+            if i == n - 1 or best != chunk[i + 1]:
+                break
+        return out
 
     def truncate(self, n: int) -> None:
         if n < 0 or n > self.n_tokens:

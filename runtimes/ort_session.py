@@ -1,7 +1,9 @@
 """The two decoders behind `OrtRuntime`: an InferenceSession with IO binding, and genai's Generator.
 
 Both take a chunk of token ids after `n_past` cached tokens and return that chunk's logits rows;
-`rewind(n)` cuts the cache. See `edge_spec.runtimes.ort` for the choice between them.
+`rewind(n)` cuts the cache. The session decoder can also return only each row's argmax
+(`forward_ids`, with the graph's `edge_spec_argmax` output) for greedy verification. See
+`edge_spec.runtimes.ort` for the choice between them.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from typing import Any
 import numpy as np
 
 from edge_spec.errors import UserError, require
+from edge_spec.runtimes.base import Banned
+from edge_spec.runtimes.ort_graph import ARGMAX, ROWS_INPUT, Edits, ban_feeds, edited_graph
 from edge_spec.runtimes.tokjson import read_json
 
 _NP_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16,
              "tensor(int64)": np.int64, "tensor(int32)": np.int32}
-ROWS_INPUT = "edge_spec_logits_rows"
 
 
 class ModelInfo:
@@ -65,43 +68,20 @@ def _session_options(ort: Any, threads: int, spin: bool = False) -> Any:
 
 
 def _load_session(ort: Any, file: Path, threads: int, spin: bool,
-                  providers: list[str]) -> tuple[Any, bool]:
-    """The decoder session, with a row-selecting lm_head when the graph allows one."""
+                  providers: list[str]) -> tuple[Any, Edits]:
+    """The decoder session, with the graph edits (`edge_spec.runtimes.ort_graph`) it allows."""
     so = _session_options(ort, threads, spin)
-    data = _rows_graph(file)
-    if data is not None:
+    edited = edited_graph(file)
+    if edited is not None:
         # The graph is loaded from memory: point ONNX Runtime at the (checked) folder for the
         # external data, as it would resolve it next to the file.
         so.add_session_config_entry("session.model_external_initializers_file_folder_path",
                                     str(file.parent))
         try:
-            return ort.InferenceSession(data, so, providers=providers), True
+            return ort.InferenceSession(edited[0], so, providers=providers), edited[1]
         except Exception:  # noqa: BLE001 - e.g. an ONNX Runtime without that setting
             pass
-    return ort.InferenceSession(str(file), so, providers=providers), False
-
-
-def _rows_graph(file: Path) -> bytes | None:
-    """The decoder with a Gather on the lm_head's input, selecting rows by `ROWS_INPUT`."""
-    try:
-        import onnx
-        from onnx import TensorProto, helper
-    except ImportError:
-        return None
-    model = onnx.load(str(file), load_external_data=False)
-    g = model.graph
-    head = next((n for n in g.node if "logits" in n.output), None)
-    out = next((o for o in g.output if o.name == "logits"), None)
-    if (head is None or head.op_type not in ("MatMul", "MatMulNBits") or out is None
-            or len(out.type.tensor_type.shape.dim) != 3
-            or any(i.name == ROWS_INPUT for i in g.input)):
-        return None
-    g.input.append(helper.make_tensor_value_info(ROWS_INPUT, TensorProto.INT64, ["rows"]))
-    g.node.append(helper.make_node("Gather", [head.input[0], ROWS_INPUT], ["edge_spec_rows"],
-                                   axis=1, name="edge_spec_select_rows"))
-    head.input[0] = "edge_spec_rows"
-    out.type.tensor_type.shape.dim[1].dim_param = "rows"
-    return model.SerializeToString()
+    return ort.InferenceSession(str(file), so, providers=providers), Edits()
 
 
 class SessionDecoder:
@@ -109,14 +89,18 @@ class SessionDecoder:
 
     def __init__(self, info: ModelInfo, n_ctx: int, threads: int, provider: str,
                  shared: bool, spin: bool = False) -> None:
-        ort = require("onnxruntime", "onnx")
+        self._ort = ort = require("onnxruntime", "onnx")
         providers = list(dict.fromkeys([provider, "CPUExecutionProvider"]))
         try:
-            self._s, self._rows = _load_session(ort, info.file, threads, spin, providers)
+            self._s, edits = _load_session(ort, info.file, threads, spin, providers)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
             msg = " ".join(str(exc).split())[:300]
             raise UserError(f"{info.file}: ONNX Runtime could not load this model ({msg})") from None
+        self._rows = edits.rows
+        self.device_argmax = edits.argmax  # `forward_ids` works
         self._device = "cuda" if provider == "CUDAExecutionProvider" else "cpu"
+        # forward_ids binds logits to device memory (never copied to the host) off the CPU.
+        self._logits_on_device = self._device != "cpu"
         ins = {i.name: i for i in self._s.get_inputs()}
         outs = {o.name: o for o in self._s.get_outputs()}
         for need in ("input_ids", "attention_mask"):
@@ -137,6 +121,8 @@ class SessionDecoder:
         self._io = self._s.io_binding()
         self._shared = shared
         self._logits = np.empty(0, dtype=self._types["logits"])
+        self._device_logits: Any = None  # an OrtValue on the device, grown as needed
+        self._ids = np.empty(0, dtype=np.int64)
         if shared:
             self._kv = {k: ort.OrtValue.ortvalue_from_shape_and_type(
                 [1, self._kv_heads, n_ctx, self._head], self._types[k], self._device, 0)
@@ -148,38 +134,86 @@ class SessionDecoder:
             empty = np.zeros((1, self._kv_heads, 0, self._head))
             self._host = {k: empty.astype(self._types[k]) for k in self._past}
 
-    def forward(self, chunk: list[int], n_past: int, want: bool) -> np.ndarray:
-        """Run one chunk after `n_past` cached tokens; the logits are a view of a reused buffer."""
+    def _feeds(self, chunk: list[int], n_past: int, rows: int,
+               banned: Banned) -> dict[str, np.ndarray]:
         n = len(chunk)
         feeds = {"input_ids": np.asarray([chunk], dtype=self._types["input_ids"]),
                  "attention_mask": np.ones((1, n_past + n), self._types["attention_mask"])}
         if self._pos:
             feeds["position_ids"] = np.arange(n_past, n_past + n,
                                               dtype=self._types["position_ids"])[None]
+        if self._rows:
+            feeds[ROWS_INPUT] = np.arange(n - rows, n, dtype=np.int64)
+        if self.device_argmax:
+            # Always fed: the graph computes the argmax on every run, also for `forward`.
+            feeds.update(ban_feeds(banned, rows, self._types["logits"]))
+        return feeds
+
+    def forward(self, chunk: list[int], n_past: int, want: bool) -> np.ndarray:
+        """Run one chunk after `n_past` cached tokens; the logits are a view of a reused buffer."""
+        n = len(chunk)
         # Without wanted rows (prefill) project one row to the vocabulary, not all n: the
         # lm_head is ~25% of a small model's work. Wanted rows get all n rows, so their numerics
         # never depend on which rows were asked for.
         rows = n if want or not self._rows else 1
-        if self._rows:
-            feeds[ROWS_INPUT] = np.arange(n - rows, n, dtype=np.int64)
+        feeds = self._feeds(chunk, n_past, rows, None)
         if not self._shared:
-            return self._forward_sliced(feeds, n_past)
+            return self._forward_sliced(feeds, n_past, "logits")
+        self._bind(feeds, rows)
+        out = self._bind_host_logits(rows)
+        self._s.run_with_iobinding(self._io)
+        return out[0]
+
+    def forward_ids(self, chunk: list[int], n_past: int, banned: Banned) -> np.ndarray:
+        """Like `forward` with every row wanted, but only each row's argmax (int64 `[n]`, after
+        masking `banned[i]` out of row i) comes back; needs `device_argmax`."""
+        n = len(chunk)
+        feeds = self._feeds(chunk, n_past, n, banned)
+        if not self._shared:
+            return self._forward_sliced(feeds, n_past, ARGMAX)
+        self._bind(feeds, n)
+        if self._logits_on_device:
+            self._bind_device_logits(n)
+        else:
+            self._bind_host_logits(n)
+        self._s.run_with_iobinding(self._io)
+        return self._ids[:n].copy()
+
+    def _bind(self, feeds: dict[str, np.ndarray], rows: int) -> None:
+        """Bind the inputs, and the argmax output to a reused host buffer."""
         io = self._io
         for name, value in feeds.items():
             io.bind_cpu_input(name, value)
+        if self.device_argmax:
+            # Bound on every run: a binding left from an earlier run would have its row count.
+            if self._ids.size < rows:
+                self._ids = np.empty(rows, dtype=np.int64)
+            io.bind_output(ARGMAX, "cpu", 0, np.int64, [1, rows], self._ids.ctypes.data)
+
+    def _bind_host_logits(self, rows: int) -> np.ndarray:
         vocab = self.n_vocab
         if self._logits.size < rows * vocab:
             self._logits = np.empty(rows * vocab, dtype=self._types["logits"])
         out = self._logits[:rows * vocab].reshape(1, rows, vocab)
-        io.bind_output("logits", "cpu", 0, out.dtype, [1, rows, vocab], out.ctypes.data)
-        self._s.run_with_iobinding(io)
-        return out[0]
+        self._io.bind_output("logits", "cpu", 0, out.dtype, [1, rows, vocab], out.ctypes.data)
+        return out
 
-    def _forward_sliced(self, feeds: dict[str, np.ndarray], n_past: int) -> np.ndarray:
-        """Past in, present out (optimum layout): the kept prefix of each past is fed back."""
+    def _bind_device_logits(self, rows: int) -> None:
+        """Logits into a reused buffer on the session's device: only the ids are copied out."""
+        vocab, dtype = self.n_vocab, self._types["logits"]
+        if self._device_logits is None or self._device_logits.shape()[0] < rows * vocab:
+            self._device_logits = self._ort.OrtValue.ortvalue_from_shape_and_type(
+                [rows * vocab], dtype, self._device, 0)
+        self._io.bind_output("logits", self._device, 0, dtype, [1, rows, vocab],
+                             self._device_logits.data_ptr())
+
+    def _forward_sliced(self, feeds: dict[str, np.ndarray], n_past: int,
+                        first: str) -> np.ndarray:
+        """Past in, present out (optimum layout): the kept prefix of each past is fed back.
+        Returns output `first` (logits, or the argmax ids) for the one batch row."""
         for k in self._past:
             feeds[k] = np.ascontiguousarray(self._host[k][:, :, :n_past])
-        names = ["logits", *(self._present[k] for k in self._past)]
+        names = [first, *(self._present[k] for k in self._past)]
         got = self._s.run(names, feeds)
         self._host = dict(zip(self._past, got[1:], strict=True))
         return got[0][0]

@@ -67,3 +67,14 @@ def smollm2_hf_dir(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory)
     from edge_spec.export.gguf_to_hf import gguf_to_hf
 
     return gguf_to_hf(smollm2_path, tmp_path_factory.mktemp("hf") / "smollm2-hf")
+
+
+@pytest.fixture(scope="session")
+def onnx_dirs(smollm2_hf_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """SmolLM2 exported once per session: int8 (the default quant) and fp32 (batch-invariant)."""
+    pytest.importorskip("onnxruntime_genai")
+    pytest.importorskip("onnx_ir")  # the model builder's own dependency (export extra)
+    from edge_spec.export.onnx import export_onnx
+
+    root = tmp_path_factory.mktemp("onnx")
+    return {q: export_onnx(smollm2_hf_dir, root / f"smol-{q}", q) for q in ("int8", "fp32")}

@@ -37,15 +37,6 @@ CODE = (Path(__file__).resolve().parents[1] / "edge_spec" / "core" / "loop.py").
 
 
 @pytest.fixture(scope="session")
-def onnx_dirs(smollm2_hf_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """SmolLM2 exported once per session: int8 (the default quant) and fp32 (batch-invariant)."""
-    from edge_spec.export.onnx import export_onnx
-
-    root = tmp_path_factory.mktemp("onnx")
-    return {q: export_onnx(smollm2_hf_dir, root / f"smol-{q}", q) for q in ("int8", "fp32")}
-
-
-@pytest.fixture(scope="session")
 def ort_int8(onnx_dirs: dict[str, Path]) -> OrtRuntime:
     return OrtRuntime(onnx_dirs["int8"], OPTS)
 
