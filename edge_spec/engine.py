@@ -279,7 +279,8 @@ class Engine:
             res = run(original, update, merge.text, on_delta)
         res.verdicts, res.language = verdicts(merge), merge.language
         if res.stats.finish_reason != "cancelled":
-            res.suspect = answer_problems(original, update, res.text, merge)
+            found = answer_problems(original, update, res.text, merge)
+            res.suspect = found + [p for p in res.suspect if p not in found][:8]
         return res
 
     def _regions(self, original: str, update: str, merge: MergeResult,

@@ -94,9 +94,14 @@ def test_server_apply_engine_field() -> None:
         assert r.status_code == 200, r.text
         d = r.json()
         assert d["engine"] == "merge" and d["merged"] == MERGED and d["verdicts"]
-        r = client.post("/v1/apply", json={"original": ORIG, "update": SURE, "engine": "model"})
+        r = client.post("/v1/apply", json={"original": ORIG, "update": SURE, "engine": "model",
+                                           "path": "x.py"})
         d = r.json()
         assert d["engine"] == "model" and d["merged"] == MERGED and d["suspect"] == []
         assert d["usage"]["completion_tokens"] > 0
+        # Without a language the merge is unsure; an answer that only repeats it is no surer.
+        r = client.post("/v1/apply", json={"original": ORIG, "update": SURE, "engine": "model"})
+        d = r.json()
+        assert d["merged"] == MERGED and "merge's own guess" in d["suspect"][0]
         r = client.post("/v1/apply", json={"original": ORIG, "update": LOST, "engine": "merge"})
         assert r.status_code == 400 and "hunk 1" in r.json()["error"]["message"]

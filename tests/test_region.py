@@ -124,6 +124,9 @@ def test_engine_region_runs_the_model_on_the_window_only() -> None:
     assert res.regions[0]["lines"] == [win.start + 1, win.end]
     assert res.stats.output_tokens < len(rt.tokenize(ORIG)) / 2
     assert [v["status"] for v in res.verdicts] == ["exact", "ambiguous"]
+    # The fake wrote exactly the merge's unsure guess: that confirms nothing, so it is suspect.
+    assert any(p.startswith(f"the answer for lines {win.start + 1}-{win.end} is the structural "
+                            "merge's own guess") for p in res.suspect), res.suspect
     whole = eng.apply(ORIG, SNIP, path="x.py", engine="model")
     assert whole.engine == "model" and not whole.regions
 

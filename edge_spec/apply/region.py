@@ -22,6 +22,7 @@ from edge_spec.apply.clean import lazy_lines
 from edge_spec.apply.markers import marker_shape, snippet_markers
 from edge_spec.apply.merge import Edit, MergeResult, assemble, split_original
 from edge_spec.apply.plan import ApplyResult
+from edge_spec.apply.verdict import unsure_guess
 from edge_spec.config.settings import ApplySettings
 from edge_spec.core.stats import Stats
 
@@ -46,6 +47,7 @@ class RegionPlan:
     eol: str
     final: bool  # whether the original ends with a newline
     markers: tuple[str, ...] = ()  # the snippet's marker lines the original does not have
+    merge: MergeResult | None = None  # the merge the plan was cut from (its verdicts)
 
     @property
     def windows(self) -> list[Window]:
@@ -91,7 +93,7 @@ def plan_regions(original: str, snippet: str, merge: MergeResult, settings: Appl
                                    _snippet_part(slines, merge, hunks),
                                    _text(_piece(olines, a, b, edits))))
     return RegionPlan(tuple(segments), eol, final,
-                      snippet_markers(original, snippet, merge.language))
+                      snippet_markers(original, snippet, merge.language), merge)
 
 
 def _base(olines: Sequence[str], spans: Sequence[tuple[int, int]], hunks: Sequence[int]) -> int:
@@ -245,6 +247,9 @@ def _result(text: str, plan: RegionPlan, done: Sequence[tuple[Window, ApplyResul
                       extra={"tokens": [t for r in parts for t in r.extra.get("tokens", [])]})
     res.lazy_lines = lazy_lines(text, original, plan.markers)
     res.fallback = next((r.fallback for r in parts if r.fallback), None)
+    if plan.merge is not None:
+        res.suspect = [unsure_guess(f"the answer for lines {w.start + 1}-{w.end}", plan.merge,
+                                    w.hunks) for w, r in done if r.text == w.merged]
     res.regions = [{"lines": [w.start + 1, w.end], "hunks": [h + 1 for h in w.hunks],
                     "prompt_tokens": r.stats.prompt_tokens,
                     "output_tokens": r.stats.output_tokens} for w, r in done]

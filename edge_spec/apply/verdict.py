@@ -59,7 +59,18 @@ def answer_problems(original: str, update: str, answer: str,
     if merge is not None:
         problems += _outside_edits(orig, ans, merge)
         problems += _parse_problems(original, answer, merge.language)
+        if not merge.exact and ans == merge.text.replace("\r\n", "\n").splitlines():
+            problems += [unsure_guess("the answer", merge, range(len(merge.hunks)))]
     return problems[:MAX_PROBLEMS]
+
+
+def unsure_guess(what: str, merge: MergeResult, hunks: Sequence[int]) -> str:
+    """The finding for an answer that only repeats the merge where the merge is unsure: the
+    model confirmed nothing (it drafts from that text), so its answer is no surer."""
+    doubts = [merge.hunks[i] for i in hunks if merge.hunks[i].status != "exact"]
+    first = doubts[0] if doubts else merge.hunks[0]
+    return (f"{what} is the structural merge's own guess, which is not sure of hunk "
+            f"{first.index + 1} ({first.reason})")
 
 
 def _snippet_lines_missing(snippet: Sequence[str], answer: Sequence[str]) -> list[str]:
