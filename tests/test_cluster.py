@@ -4,11 +4,15 @@ One local Ray instance per module (2 CPUs, no dashboard, 100 MB object store). T
 openai client drives chat, streaming and Predicted-Outputs apply; /v1/apply checks affinity
 (the router's choice is predicted from the replica ids, so the test is deterministic); a replica
 killed in a burst of 8 requests checks that every request gets its own text or a clean error.
-Select with ``-m cluster``.
+First, on its own Ray (so it must run before the shared one starts): two Ray nodes on this
+machine (`ray.cluster_utils.Cluster`), one engine replica placed on each. The router's ranking
+(key, then load, with Ray's retry backoff on) is checked without Ray. Select with
+``-m cluster``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import threading
@@ -16,6 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import NamedTuple
 
 import pytest
 from conftest import load_tasks
@@ -25,15 +30,17 @@ openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
+Cluster = pytest.importorskip("ray.cluster_utils").Cluster
 
 from edge_spec.config.settings import ClusterSettings, SamplingSettings, ServerSettings  # noqa: E402
 from edge_spec.engine import Engine, EngineConfig  # noqa: E402
 from edge_spec.server.cluster import (  # noqa: E402
     ENGINE_DEPLOYMENT,
+    NODE_HEADER,
     REPLICA_HEADER,
     build_app,
 )
-from edge_spec.server.routing import affinity_key, rank_by_key  # noqa: E402
+from edge_spec.server.routing import AffinityRouter, affinity_key, rank_by_key  # noqa: E402
 from edge_spec.server.wire import ApplyRequest, ChatRequest  # noqa: E402
 
 pytestmark = [pytest.mark.real, pytest.mark.cluster]
@@ -73,6 +80,59 @@ def replica_actors() -> dict[str, str]:
         name = a["name"] if isinstance(a, dict) else a
         if f"#{ENGINE_DEPLOYMENT}#" in name and APP in name:
             out[name.rsplit("#", 1)[1]] = name
+    return out
+
+
+def test_two_nodes_one_replica_each(smollm2_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Head + one worker node, 2 logical CPUs and one `engine_slot` each: only the slot keeps
+    the two replicas apart. Both must answer, each from its own node."""
+    assert not ray.is_initialized(), "runs on its own Ray: keep it before the tests using `cl`"
+    # ray.init resolves 127.0.0.1 to the machine's address, where a loopback-only GCS does not
+    # listen ("Failed to connect to GCS at address 192.0.2.2:..."); this flag (meant for
+    # macOS/Windows) makes it keep the loopback address.
+    monkeypatch.setattr(ray._private.ray_constants, "ENABLE_RAY_CLUSTER", False)
+    node = {"num_cpus": 2, "resources": {"engine_slot": 1}, "node_ip_address": "127.0.0.1",
+            "object_store_memory": 100 * 1024 * 1024}
+    nodes = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+    try:
+        nodes.add_node(**node)
+        ray.init(address=nodes.address, log_to_driver=False)
+        port = _free_port()
+        # One proxy: a proxy per node would bind the same loopback port twice.
+        serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": port})
+        cluster = ClusterSettings(replicas=2, threads=1, num_cpus=1, app_name=APP)
+        opts = {"model": str(smollm2_path), "draft": "reference", "n_ctx": 2048}
+        serve.run(build_app(opts, cluster, ServerSettings(), resources={"engine_slot": 1}),
+                  name=APP, route_prefix="/")
+        base = f"http://127.0.0.1:{port}"
+        assert _wait_ok(base)["replicas"]["running"] == 2
+        answered = _concurrent_nodes(base, 4)
+        assert set(answered.values()) == {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        assert len(answered) == 2, answered  # one replica per node
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+        nodes.shutdown()
+
+
+def _concurrent_nodes(base: str, n: int) -> dict[str, str]:
+    """replica id -> node id, from `n` concurrent requests (the router spreads them by load)."""
+    out: dict[str, str] = {}
+    failed: list[str] = []
+
+    def one(i: int) -> None:
+        r = httpx.post(f"{base}/v1/completions", timeout=120,
+                       json={"prompt": f"Count to {i + 3}:", "max_tokens": MAX_TOKENS})
+        if r.status_code != 200:
+            failed.append(r.text)
+        out[r.headers[REPLICA_HEADER]] = r.headers[NODE_HEADER]
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(150)
+    assert not failed, failed
     return out
 
 
@@ -172,6 +232,43 @@ def test_apply_affinity(cl: SimpleNamespace) -> None:
         assert cached[1] > 50 and cached[2] > 50, cached  # the file's prefix was reused
 
 
+class _ReplicaID(NamedTuple):
+    unique_id: str
+
+
+class _Loads(dict):
+    """Stands in for Ray's replica queue-length cache: replica id -> requests on it."""
+
+
+class _Router(AffinityRouter):
+    replica_queue_len_cache = _Loads()  # the base class's property, without a Ray router
+
+    def __init__(self) -> None:  # Ray's own __init__ needs a running Serve router
+        self.initialize_state(mode="prefix")
+
+
+def test_router_ranks_by_key_then_load() -> None:
+    ids = [_ReplicaID(f"r{i}") for i in range(2)]
+    reps = [SimpleNamespace(replica_id=i) for i in ids]
+    key = "k" * 20
+    home = next(r for r in reps if r.replica_id.unique_id == rank_by_key(key, ["r0", "r1"])[0])
+    other = next(r for r in reps if r is not home)
+    router, pending = _Router(), SimpleNamespace(args=(key,), kwargs={},
+                                                 routing_context=SimpleNamespace())
+
+    def ranks(at_home: int, elsewhere: int) -> list:
+        router.replica_queue_len_cache.update({home.replica_id: at_home,
+                                               other.replica_id: elsewhere})
+        return asyncio.run(router.choose_replicas(reps, pending))
+
+    assert ranks(0, 0) == [[home], [other]]
+    # Ray's base router retries a full replica set with no sleep unless this is set: the
+    # queue-length probe storm that made one replica 1.8x slower than the single server.
+    assert pending.routing_context.should_backoff is True
+    assert ranks(1, 1) == [[home], [other]]  # both busy: wait where the KV is
+    assert ranks(1, 0) == [[other], [home]]  # an idle replica beats a wait
+
+
 def _chat_raw(cl: SimpleNamespace, prompt: str) -> tuple[int, dict]:
     r = httpx.post(f"{cl.base}/v1/chat/completions", headers=cl.headers, timeout=120, json={
         "messages": [{"role": "user", "content": prompt}], "temperature": 0,
@@ -195,7 +292,9 @@ def test_replica_killed_during_burst(cl: SimpleNamespace, expected: dict[str, st
     victim = next(iter(replica_actors().values()))
     ray.kill(ray.get_actor(victim, namespace="serve"), no_restart=True)
     degraded = False
-    while any(t.is_alive() for t in threads) and time.monotonic() - t0 < 150:
+    # Past the burst too: with the engine busy end to end, the requests can all be answered
+    # before the controller has noticed the loss.
+    while (any(t.is_alive() for t in threads) or not degraded) and time.monotonic() - t0 < 150:
         degraded |= _health(cl.base)["status"] in ("degraded", "unavailable")
         time.sleep(0.2)
     assert not any(t.is_alive() for t in threads), "a request hung"

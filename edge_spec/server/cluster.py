@@ -6,9 +6,12 @@ Two deployments (DESIGN.md section 12):
   the single server's wire models, the affinity key (`edge_spec.server.routing`), and the call
   to an engine replica through a deployment handle. The handle's router (`AffinityRouter`)
   picks the replica; Ray Serve's proxy is the only HTTP hop in front of it.
-- `EngineReplica`: one Engine per replica, one request at a time (``max_ongoing_requests=1``).
-  It runs the single server's own app (`create_app`) in process, called as ASGI, so a replica
-  answers byte for byte what ``edge-spec serve`` answers: same JSON, errors, usage and SSE.
+- `EngineReplica`: one Engine per replica, one request at a time. It runs the single server's
+  own app (`create_app`) in process, called as ASGI, so a replica answers byte for byte what
+  ``edge-spec serve`` answers: same JSON, errors, usage and SSE. Serve admits
+  ``max_ongoing_requests + backlog`` per replica; the extra ones wait on the app's own FIFO,
+  so the engine starts the next request the moment one ends instead of idling while Ray's
+  router backs off and re-probes (benchmarks/cluster/README.md).
 
 Faults: a replica that dies is restarted by Ray (its actor fails health checks or exits); a
 request in flight on it gets a 503 ``replica_failed`` (or, mid-stream, an SSE error event and
@@ -60,7 +63,9 @@ from edge_spec.server.wire import (  # noqa: E402
 )
 
 ENGINE_DEPLOYMENT = "EngineReplica"
+REPLICA_BACKLOG = 1  # requests a replica holds beyond the ones it runs (see the module doc)
 REPLICA_HEADER = "x-edge-spec-replica"  # which replica answered (affinity is observable)
+NODE_HEADER = "x-edge-spec-node"  # the Ray node it runs on (placement is observable)
 _HOP_HEADERS = {"content-length", "transfer-encoding", "connection"}
 
 
@@ -112,15 +117,18 @@ class EngineReplica:
     """One engine, served by the single server's app; `call` is what the ingress invokes."""
 
     def __init__(self, engine_options: dict[str, Any], server: ServerSettings,
-                 cluster: ClusterSettings) -> None:
+                 cluster: ClusterSettings, backlog: int = REPLICA_BACKLOG) -> None:
         opts = {"threads": cluster.threads, **engine_options}
         self.engine = build_engine(**opts)
-        # Serve admits max_ongoing_requests; the inner queue only needs room for them.
-        inner = replace(server, api_key=None, max_queue=cluster.max_ongoing_requests + 1)
+        # Serve admits what the deployment allows; the inner queue only needs room for them.
+        admitted = cluster.max_ongoing_requests + backlog
+        inner = replace(server, api_key=None, max_queue=admitted + 1)
         self.app = create_app(self.engine, inner)
         self.runner = self.app.state.runner
         self.runner.start()  # the app's lifespan never runs: nothing serves it over a socket
         self.replica_id = serve.get_replica_context().replica_id.unique_id
+        self.tags = [(REPLICA_HEADER.encode(), self.replica_id.encode()),
+                     (NODE_HEADER.encode(), ray.get_runtime_context().get_node_id().encode())]
 
     async def call(self, affinity: str, method: str, path: str, headers: list[tuple[str, str]],
                    body: bytes) -> AsyncIterator[dict[str, Any]]:
@@ -128,8 +136,7 @@ class EngineReplica:
         del affinity
         async for msg in asgi_call(self.app, method, path, headers, body):
             if msg["type"] == "http.response.start":
-                msg = {**msg, "headers": [*msg.get("headers", []),
-                                          (REPLICA_HEADER.encode(), self.replica_id.encode())]}
+                msg = {**msg, "headers": [*msg.get("headers", []), *self.tags]}
             yield msg
 
     def check_health(self) -> None:
@@ -265,8 +272,16 @@ class Ingress:
 
 
 def build_app(engine_options: dict[str, Any], cluster: ClusterSettings,
-              server: ServerSettings) -> Any:
-    """The Serve application: Ingress bound to the engine deployment."""
+              server: ServerSettings, backlog: int = REPLICA_BACKLOG,
+              resources: dict[str, float] | None = None,
+              max_per_node: int | None = None) -> Any:
+    """The Serve application: Ingress bound to the engine deployment.
+
+    `backlog`: requests each replica queues itself beyond `cluster.max_ongoing_requests`.
+    Placement: `resources`, custom Ray resources each engine replica needs (e.g. one unit of a
+    resource every engine node offers once), and `max_per_node`, Serve's
+    ``max_replicas_per_node``; neither is in `ClusterSettings` yet.
+    """
     if cluster.min_replicas is not None or cluster.max_replicas is not None:
         lo = cluster.min_replicas if cluster.min_replicas is not None else 1
         hi = cluster.max_replicas if cluster.max_replicas is not None else max(lo, cluster.replicas)
@@ -278,13 +293,15 @@ def build_app(engine_options: dict[str, Any], cluster: ClusterSettings,
     router = RequestRouterConfig(request_router_class=AffinityRouter,
                                  request_router_kwargs={"mode": cluster.affinity})
     engine = serve.deployment(EngineReplica).options(
-        name=ENGINE_DEPLOYMENT, max_ongoing_requests=cluster.max_ongoing_requests,
+        name=ENGINE_DEPLOYMENT, max_ongoing_requests=cluster.max_ongoing_requests + backlog,
         max_queued_requests=cluster.max_queued_requests, request_router_config=router,
-        ray_actor_options={"num_cpus": cluster.num_cpus, "num_gpus": cluster.num_gpus},
-        health_check_period_s=2, health_check_timeout_s=30, **scale)
+        ray_actor_options={"num_cpus": cluster.num_cpus, "num_gpus": cluster.num_gpus,
+                           "resources": dict(resources or {})},
+        max_replicas_per_node=max_per_node, health_check_period_s=2, health_check_timeout_s=30,
+        **scale)
     ingress = serve.deployment(Ingress).options(
         name="Ingress", ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1024)
-    return ingress.bind(engine.bind(engine_options, server, cluster), server, cluster)
+    return ingress.bind(engine.bind(engine_options, server, cluster, backlog), server, cluster)
 
 
 def app_builder(args: dict[str, Any]) -> Any:
@@ -307,5 +324,6 @@ def start(engine_options: dict[str, Any], cluster: ClusterSettings, server: Serv
                      route_prefix="/", blocking=blocking)
 
 
-__all__ = ["ENGINE_DEPLOYMENT", "REPLICA_HEADER", "EngineReplica", "Ingress", "app_builder",
-           "asgi_call", "build_app", "replica_health", "start"]
+__all__ = ["ENGINE_DEPLOYMENT", "NODE_HEADER", "REPLICA_BACKLOG", "REPLICA_HEADER",
+           "EngineReplica", "Ingress", "app_builder", "asgi_call", "build_app", "replica_health",
+           "start"]

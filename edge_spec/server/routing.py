@@ -7,7 +7,7 @@ argument of the engine call; `AffinityRouter`, a Ray Serve `RequestRouter`, turn
 preferred replica by rendezvous hashing (the same key keeps its replica while the replica set
 changes elsewhere; a lost replica only moves its own keys) and ranks every other replica after
 it, where Ray's base router picks the least loaded. So a busy or dead preferred replica costs a
-cache miss, never a wait.
+cache miss, never a wait: a home with more requests queued than another replica ranks last.
 """
 
 from __future__ import annotations
@@ -103,6 +103,11 @@ class AffinityRouter(FIFOMixin, RequestRouter):
     async def choose_replicas(self, candidate_replicas: list[RunningReplica],
                               pending_request: PendingRequest | None = None
                               ) -> list[list[RunningReplica]]:
+        if pending_request is not None:
+            # Without it Ray's base router retries a full replica set in a tight loop: every
+            # pass probes each replica's queue length over RPC, which took a third to half a
+            # core in the ingress and starved the engine it waited for (benchmarks/cluster).
+            pending_request.routing_context.should_backoff = True
         key = _key_of(pending_request)
         mode = getattr(self, "mode", "prefix")
         if len(candidate_replicas) < 2 or mode == "least-loaded" or (
@@ -113,9 +118,18 @@ class AffinityRouter(FIFOMixin, RequestRouter):
         else:
             by_id = {r.replica_id.unique_id: r for r in candidate_replicas}
             first = by_id[rank_by_key(key or "", list(by_id))[0]]
-        # The second rank is taken when the first is full (or gone): Ray's base router then
-        # picks the least loaded of them.
-        return [[first], [r for r in candidate_replicas if r is not first]]
+        rest = [r for r in candidate_replicas if r is not first]
+        # A replica admits a small backlog (it starts the next request without waiting for the
+        # router), so "not full" is not "free": a home with more queued than another replica
+        # would cost a wait, and a cache miss is cheaper. Within a rank Ray's base router picks
+        # the least loaded; a rank is skipped when all of it is full (or gone).
+        if self._load(first) > min(self._load(r) for r in rest):
+            return [rest, [first]]
+        return [[first], rest]
+
+    def _load(self, replica: RunningReplica) -> int:
+        """Requests on `replica` as this router counts them (sent, not yet finished)."""
+        return self.replica_queue_len_cache.get(replica.replica_id) or 0
 
 
 def _key_of(pending: PendingRequest | None) -> str | None:
