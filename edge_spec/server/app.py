@@ -59,6 +59,7 @@ from edge_spec.server.wire import (  # noqa: E402
     code_blocks,
     error_of,
     error_response,
+    prediction_account,
     prediction_usage,
     read_json,
     references,
@@ -165,9 +166,9 @@ def create_app(engine: Any, settings: ServerSettings | None = None,
             res = eng.generate(prompt, max_tokens=max_tokens or eng.target.n_ctx, stop=stops,
                                sampling=sampling, references=refs, chat=chat,
                                on_delta=ex.on_delta if stream else None, cancel=ex.cancel)
-            acc, rej = prediction_usage(eng.target, prediction, res.text) if prediction \
-                else (0, 0)
-            return Outcome(res.text, res.stats, res.stats.finish_reason, acc, rej)
+            account = prediction_account(eng.target, prediction, res.text) if prediction \
+                else None
+            return Outcome(res.text, res.stats, res.stats.finish_reason, account=account)
 
         return job
 
@@ -181,9 +182,9 @@ def create_app(engine: Any, settings: ServerSettings | None = None,
             res = eng.apply(ap.original, ap.update, ap.instruction or None, lang=ap.lang,
                             max_tokens=max_tokens, sampling=sampling, engine=req.engine,
                             on_delta=ex.on_delta if req.stream else None, cancel=ex.cancel)
-            acc, rej = (prediction_usage(eng.target, prediction, res.text)
-                        if prediction and res.engine != "merge" else (0, 0))
-            return Outcome(res.text, res.stats, res.stats.finish_reason, acc, rej,
+            account = (prediction_account(eng.target, prediction, res.text)
+                       if prediction and res.engine != "merge" else None)
+            return Outcome(res.text, res.stats, res.stats.finish_reason, account=account,
                            lazy_lines=res.lazy_lines, apply=res.to_dict())
 
         return job
@@ -199,7 +200,7 @@ def create_app(engine: Any, settings: ServerSettings | None = None,
             return Response(status_code=499)
         head = base(kind, prefix)
         if not req.stream:
-            out: Outcome = first[1]
+            out: Outcome = await first[1].settle()
             choice: dict[str, Any] = {"index": 0, "finish_reason": FINISH[out.finish_reason]}
             if chat:
                 choice["message"] = {"role": "assistant", "content": out.text, "refusal": None}
@@ -237,6 +238,7 @@ def create_app(engine: Any, settings: ServerSettings | None = None,
                     elif kind_ == "done":
                         yield chunk(None, FINISH[val.finish_reason])
                         if include_usage:
+                            await val.settle()
                             yield sse({**head, "choices": [],
                                         "usage": usage_of(val.stats, val.accepted, val.rejected,
                                                         val.queue_ms)})
