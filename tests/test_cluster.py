@@ -312,3 +312,17 @@ def test_replica_killed_during_burst(cl: SimpleNamespace, expected: dict[str, st
     assert len(replica_actors()) == 2
     status, body = _chat_raw(cl, PROMPTS[0])
     assert status == 200 and body["choices"][0]["message"]["content"] == expected[PROMPTS[0]]
+
+
+def test_operator_config_file_is_valid_settings() -> None:
+    """The documented Serve config builds the settings the app builder will use (no Ray)."""
+    yaml = pytest.importorskip("yaml")
+    conf = yaml.safe_load((Path(__file__).parents[1] / "examples" / "cluster" /
+                           "serve-config.yaml").read_text())
+    (app,) = conf["applications"]
+    assert app["import_path"] == "edge_spec.server.cluster:app_builder"
+    cluster = ClusterSettings(**app["args"]["cluster"])
+    assert cluster.app_name == app["name"] and cluster.backlog == 1 and not cluster.resources
+    ServerSettings(**app["args"]["server"])
+    placed = ClusterSettings(resources={"engine_slot": 1}, max_replicas_per_node=1)
+    assert dict(placed.resources) == {"engine_slot": 1}

@@ -260,7 +260,14 @@ class ClusterSettings:
     num_gpus: float = setting(0.0, lo=0.0, hi=64.0)
     threads: int = setting(1, lo=0, hi=1024)  # engine threads per replica; match num_cpus
     max_ongoing_requests: int = setting(1, lo=1, hi=1024)
+    # Requests a replica holds beyond those it runs: it starts the next one the moment one
+    # ends, instead of idling while Ray's router backs off and re-probes.
+    backlog: int = setting(1, lo=0, hi=1024)
     max_queued_requests: int = setting(16, lo=1, hi=1 << 16)  # per ingress; then 503
+    # Placement: custom Ray resources each engine replica needs (e.g. one unit of a resource
+    # every engine node offers once) and Serve's cap on replicas per node.
+    resources: Mapping[str, float] = setting(factory=dict)
+    max_replicas_per_node: int | None = setting(None, lo=1, hi=4096)
     affinity: str = setting("prefix", choices=AFFINITY_MODES)
     affinity_min_chars: int = setting(256, lo=0)  # shorter shared prefixes are not worth it
     address: str | None = setting(None)  # Ray cluster to join; None: start a local one

@@ -63,7 +63,7 @@ from edge_spec.server.wire import (  # noqa: E402
 )
 
 ENGINE_DEPLOYMENT = "EngineReplica"
-REPLICA_BACKLOG = 1  # requests a replica holds beyond the ones it runs (see the module doc)
+REPLICA_BACKLOG = ClusterSettings().backlog  # held beyond the requests running (module doc)
 REPLICA_HEADER = "x-edge-spec-replica"  # which replica answered (affinity is observable)
 NODE_HEADER = "x-edge-spec-node"  # the Ray node it runs on (placement is observable)
 _HOP_HEADERS = {"content-length", "transfer-encoding", "connection"}
@@ -272,16 +272,17 @@ class Ingress:
 
 
 def build_app(engine_options: dict[str, Any], cluster: ClusterSettings,
-              server: ServerSettings, backlog: int = REPLICA_BACKLOG,
+              server: ServerSettings, backlog: int | None = None,
               resources: dict[str, float] | None = None,
               max_per_node: int | None = None) -> Any:
     """The Serve application: Ingress bound to the engine deployment.
 
-    `backlog`: requests each replica queues itself beyond `cluster.max_ongoing_requests`.
-    Placement: `resources`, custom Ray resources each engine replica needs (e.g. one unit of a
-    resource every engine node offers once), and `max_per_node`, Serve's
-    ``max_replicas_per_node``; neither is in `ClusterSettings` yet.
+    `backlog`, `resources` and `max_per_node` override the `cluster` settings of the same
+    meaning (`backlog`, `resources`, `max_replicas_per_node`).
     """
+    backlog = cluster.backlog if backlog is None else backlog
+    resources = dict(cluster.resources) if resources is None else resources
+    max_per_node = cluster.max_replicas_per_node if max_per_node is None else max_per_node
     if cluster.min_replicas is not None or cluster.max_replicas is not None:
         lo = cluster.min_replicas if cluster.min_replicas is not None else 1
         hi = cluster.max_replicas if cluster.max_replicas is not None else max(lo, cluster.replicas)
