@@ -4,10 +4,12 @@
                                    [--out results.json]
 
 For every task whose structural merge is not exact but places every hunk (so a region plan
-exists), the demo target writes the file twice, alternating the order per task: `--engine model`
+exists; `--unplaced` adds the others), the demo target writes the file twice, alternating the order per task: `--engine model`
 (the whole file) and `--engine region` (a window around each unsure hunk, the merge elsewhere).
 Printed per engine: exact, token-equal (Pygments), suspect answers, p50/p95 end-to-end latency,
-prompt and output tokens. `--per-base N` keeps N messy variants per source task (ids before `~`).
+prompt and output tokens. `--per-base N` keeps N messy variants per source task (ids before `~`;
+0 keeps all). `--engines auto` measures what the default engine does on those tasks: with the
+merge's exact tasks (right by `merge_eval.py`), the whole set's `auto` accuracy.
 """
 
 from __future__ import annotations
@@ -30,15 +32,15 @@ from edge_spec.engine import build_engine
 ENGINES = ("model", "region")
 
 
-def _eligible(files: list[str], per_base: int) -> list[dict[str, Any]]:
+def _eligible(files: list[str], per_base: int, unplaced: bool = False) -> list[dict[str, Any]]:
     out, seen = [], defaultdict(int)
     for name in files:
         for line in Path(name).read_text().splitlines():
             t = json.loads(line)
             merge = structural_merge(t["original"], t["update"], t.get("language", ""),
                                      t.get("path"))
-            if merge.exact or plan_regions(t["original"], t["update"], merge,
-                                           ApplySettings(), force=True) is None:
+            if merge.exact or (not unplaced and plan_regions(
+                    t["original"], t["update"], merge, ApplySettings(), force=True) is None):
                 continue
             base = t["id"].split("~")[0]
             if seen[base] < per_base:
@@ -74,24 +76,28 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tasks", nargs="+")
-    ap.add_argument("--per-base", type=int, default=1)
+    ap.add_argument("--per-base", type=int, default=1, help="0: every variant")
+    ap.add_argument("--engines", default=",".join(ENGINES), help="e.g. auto")
+    ap.add_argument("--unplaced", action="store_true",
+                    help="also tasks with an unplaced hunk (no region plan: auto = whole file)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--out")
     args = ap.parse_args()
-    tasks = _eligible(args.tasks, args.per_base)
+    tasks = _eligible(args.tasks, args.per_base or 1 << 30, args.unplaced)
+    engines = tuple(args.engines.split(","))
     tasks = tasks[:args.limit] if args.limit else tasks
     eng = build_engine(threads=args.threads)
     rows: list[dict[str, Any]] = []
     for n, t in enumerate(tasks):
-        order = ENGINES if n % 2 == 0 else ENGINES[::-1]
+        order = engines if n % 2 == 0 else engines[::-1]
         for engine in order:
             rows.append(_run(eng, t, engine))
             r = rows[-1]
             print(f"[{n + 1}/{len(tasks)}] {t['id']:40} {engine:6} {r['wall_s']:7.1f}s "
                   f"exact={r['exact']} tok_eq={r['token_equal']} suspect={r['suspect']} "
                   f"out={r['output_tokens']}", file=sys.stderr, flush=True)
-    summary = {e: _summary([r for r in rows if r["engine"] == e]) for e in ENGINES}
+    summary = {e: _summary([r for r in rows if r["engine"] == e]) for e in engines}
     print(f"{'engine':8} {'tasks':>5} {'exact':>5} {'tok_eq':>6} {'suspect':>7} {'p50 s':>7} "
           f"{'p95 s':>7} {'prompt':>7} {'output':>7}")
     for e, s in summary.items():
