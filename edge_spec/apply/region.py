@@ -67,11 +67,11 @@ def plan_regions(original: str, snippet: str, merge: MergeResult, settings: Appl
     olines, eol, final = split_original(original)
     unsure = [h.index for h in merge.hunks if h.status != "exact"]
     spans = [(e.start, e.end) for e in merge.edits]
-    reach = settings.region_context
-    wins = _windows_merged([_trim(olines, spans, (
-        _cut(olines, a, min(spans[i][0] for i in h), -1, reach, _base(olines, spans, h)),
-        _cut(olines, b, max(spans[i][1] for i in h), 1, reach, _base(olines, spans, h)), h))
-        for a, b, h in _windows(unsure, spans, len(olines), reach)])
+    reach, n = settings.region_context, len(olines)
+    wins = _closed([(max(0, spans[i][0] - reach), min(n, spans[i][1] + reach), [i])
+                    for i in unsure], spans)
+    # Moving edges to statement starts can reach into another hunk: close over it again.
+    wins = _closed([_edges(olines, spans, w, reach) for w in wins], spans)
     covered = sum(b - a for a, b, _ in wins)
     if not force and covered > settings.region_max_share * max(1, len(olines)):
         return None
@@ -92,6 +92,8 @@ def plan_regions(original: str, snippet: str, merge: MergeResult, settings: Appl
             segments.append(Window(a, b, tuple(hunks), _text(olines[a:b]),
                                    _snippet_part(slines, merge, hunks),
                                    _text(_piece(olines, a, b, edits))))
+    if len(used) != len(spans):
+        return None  # an edit fits neither a window nor settled text: never drop it
     return RegionPlan(tuple(segments), eol, final,
                       snippet_markers(original, snippet, merge.language), merge)
 
@@ -120,11 +122,14 @@ def _cut(olines: Sequence[str], at: int, inner: int, step: int, reach: int, base
     return at
 
 
-def _trim(olines: Sequence[str], spans: Sequence[tuple[int, int]],
-          win: tuple[int, int, list[int]]) -> tuple[int, int, list[int]]:
-    """Blank lines at a window's ends go to the settled text: models drop them from answers."""
+def _edges(olines: Sequence[str], spans: Sequence[tuple[int, int]],
+           win: tuple[int, int, list[int]], reach: int) -> tuple[int, int, list[int]]:
+    """The window's edges at statement starts (`_cut`), without blank lines at its ends: models
+    drop those from answers, so they go to the settled text."""
     a, b, hunks = win
     lo, hi = min(spans[i][0] for i in hunks), max(spans[i][1] for i in hunks)
+    base = _base(olines, spans, hunks)
+    a, b = _cut(olines, a, lo, -1, reach, base), _cut(olines, b, hi, 1, reach, base)
     while a < lo and not olines[a].strip():
         a += 1
     while b > hi and not olines[b - 1].strip():
@@ -143,16 +148,15 @@ def _windows_merged(wins: Sequence[tuple[int, int, list[int]]]
     return out
 
 
-def _windows(unsure: Sequence[int], spans: Sequence[tuple[int, int]], n: int,
-             context: int) -> list[tuple[int, int, list[int]]]:
-    """Windows around the unsure hunks, merged where they touch, swallowing any hunk they cut."""
-    wins = [(max(0, spans[i][0] - context), min(n, spans[i][1] + context), [i]) for i in unsure]
+def _closed(wins: Sequence[tuple[int, int, list[int]]], spans: Sequence[tuple[int, int]]
+            ) -> list[tuple[int, int, list[int]]]:
+    """Windows merged where they touch, each grown over every hunk it cuts, until stable."""
+    out = _windows_merged(wins)
     while True:
-        wins = _windows_merged(wins)
-        grown = [_swallow(w, spans) for w in wins]
-        if grown == wins:
-            return wins
-        wins = grown
+        grown = _windows_merged([_swallow(w, spans) for w in out])
+        if grown == out:
+            return out
+        out = grown
 
 
 def _swallow(win: tuple[int, int, list[int]], spans: Sequence[tuple[int, int]]
