@@ -18,6 +18,7 @@ from edge_spec.apply.merge import MergeResult
 from edge_spec.apply.plan import ApplyResult, check_policy, plan_apply
 from edge_spec.apply.region import RegionPlan, plan_regions, run_regions
 from edge_spec.apply.verdict import (
+    MAX_PROBLEMS,
     answer_problems,
     merge_of,
     merged_result,
@@ -280,17 +281,20 @@ class Engine:
         res.verdicts, res.language = verdicts(merge), merge.language
         if res.stats.finish_reason != "cancelled":
             found = answer_problems(original, update, res.text, merge)
-            res.suspect = found + [p for p in res.suspect if p not in found][:8]
+            res.suspect = (found + [p for p in res.suspect if p not in found])[:MAX_PROBLEMS]
         return res
 
     def _regions(self, original: str, update: str, merge: MergeResult,
                  engine: str) -> RegionPlan | None:
         """The windows the model rewrites; by region when the file would not fit the context."""
+        plan = plan_regions(original, update, merge, self.config.apply, force=engine == "region")
+        if plan is not None or engine == "region":
+            return plan
         rt = self.target
         # A whole-file apply holds the file twice (prompt and answer) and the snippet once.
-        force = engine == "region" or (2 * len(rt.tokenize(original))
-                                       + len(rt.tokenize(update))) > rt.n_ctx
-        return plan_regions(original, update, merge, self.config.apply, force=force)
+        if 2 * len(rt.tokenize(original)) + len(rt.tokenize(update)) <= rt.n_ctx:
+            return None
+        return plan_regions(original, update, merge, self.config.apply, force=True)
 
     def stream_apply(self, original: str, update: str, instruction: str | None = None,
                      **kw: Any) -> TextStreamIter:
