@@ -46,7 +46,7 @@ class LlamaCppRuntime:
             self._llm = llama_cpp.Llama(
                 model_path=str(path), n_ctx=cfg.n_ctx, n_batch=cfg.n_batch,
                 n_ubatch=cfg.n_batch, n_threads=threads, n_threads_batch=threads,
-                n_gpu_layers=cfg.n_gpu_layers, flash_attn=cfg.flash_attn,
+                n_gpu_layers=cfg.n_gpu_layers, flash_attn=cfg.flash_attn, use_mmap=cfg.mmap,
                 logits_all=False, verbose=False,
             )
         except (ValueError, RuntimeError) as exc:

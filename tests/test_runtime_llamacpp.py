@@ -62,3 +62,16 @@ def test_context_overflow_is_a_user_error(smollm2_path) -> None:  # noqa: ANN001
     rt = LlamaCppRuntime(smollm2_path, RuntimeOptions(n_ctx=64, threads=2))
     with pytest.raises(UserError, match="context"):
         rt.eval(list(range(100, 110 + rt.n_ctx)))
+
+
+def test_mapped_and_read_weights_give_the_same_logits(smollm2_path) -> None:  # noqa: ANN001
+    from edge_spec.runtimes.base import RuntimeOptions
+    from edge_spec.runtimes.llamacpp import LlamaCppRuntime
+
+    out = []
+    for mmap in (False, True):
+        rt = LlamaCppRuntime(smollm2_path, RuntimeOptions(n_ctx=256, threads=1, mmap=mmap))
+        toks = rt.tokenize(CODE)
+        out.append(rt.eval(toks, rows=range(len(toks))).copy())
+        del rt
+    np.testing.assert_array_equal(out[0], out[1])

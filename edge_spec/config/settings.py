@@ -85,6 +85,10 @@ class RuntimeSettings:
     onnx_provider: str = setting("CPUExecutionProvider")
     dtype: str = setting("auto", choices=DTYPES)  # torch: auto = fp32 on CPU, bf16/fp16 on CUDA
     flash_attn: bool = setting(False)  # llama.cpp
+    # llama.cpp: the CPU backend repacks quantized weights into its own buffers, so a mapped
+    # file stays resident beside the copy; reading it once halves the weights' share of RSS.
+    # Turn it on to share one file's pages between processes on a node.
+    mmap: bool = setting(False)
 
 
 @dataclass(frozen=True)
