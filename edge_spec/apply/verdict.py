@@ -1,21 +1,22 @@
 """Verdicts: the structural merge as an apply result, and a check of a model's answer.
 
 A model's merged file is checked against what the snippet and the merge say: every non-marker
-line of the snippet present in order, no original line outside the edited regions missing or
-changed, and the file parses where a grammar exists and the original parsed. An answer that
-fails any check is reported as suspect, never presented as sure.
+line of the snippet present in order, every change the answer makes one that the snippet shows
+or that lies in a hunk the merge placed exactly (`shown`), and the file parses where a grammar
+exists and the original parsed. An answer that fails any check is reported as suspect, never
+presented as sure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from difflib import SequenceMatcher
 from typing import Any
 
 from edge_spec.apply.markers import marker_shape
 from edge_spec.apply.merge import MergeResult, structural_merge
 from edge_spec.apply.plan import ApplyResult
+from edge_spec.apply.shown import unshown_changes
 from edge_spec.apply.syntax import error_line, parse
 from edge_spec.core.stats import Stats
 from edge_spec.errors import UserError
@@ -53,11 +54,10 @@ def not_exact_error(merge: MergeResult) -> UserError:
 def answer_problems(original: str, update: str, answer: str,
                     merge: MergeResult | None) -> list[str]:
     """What is wrong with a model's merged file, as one-line findings (empty: looks right)."""
-    orig = original.replace("\r\n", "\n").splitlines()
     ans = answer.replace("\r\n", "\n").splitlines()
     problems = _snippet_lines_missing(update.replace("\r\n", "\n").splitlines(), ans)
     if merge is not None:
-        problems += _outside_edits(orig, ans, merge)
+        problems += unshown_changes(original, update, answer, merge)
         problems += _parse_problems(original, answer, merge.language)
         if not merge.exact and ans == merge.text.replace("\r\n", "\n").splitlines():
             problems += [unsure_guess("the answer", merge, range(len(merge.hunks)))]
@@ -85,27 +85,6 @@ def _snippet_lines_missing(snippet: Sequence[str], answer: Sequence[str]) -> lis
             at = stripped.index(text, at) + 1
         except ValueError:
             out.append(f"snippet line {i} is not in the answer (in order): {text[:60]!r}")
-    return out
-
-
-def _outside_edits(orig: Sequence[str], answer: Sequence[str], merge: MergeResult) -> list[str]:
-    """Original lines outside every placed hunk's span that the answer dropped or changed."""
-    spans = [h.original_span for h in merge.hunks]
-    if not spans or any(s is None for s in spans):
-        return []  # a hunk was not placed: the edited regions are unknown
-    edited = [False] * (len(orig) + 1)
-    for a, b in spans:  # type: ignore[misc]
-        for i in range(max(0, a - 1), min(len(orig), b + 1)):  # a line of slack at each side
-            edited[i] = True
-    out = []
-    sm = SequenceMatcher(None, [ln.rstrip() for ln in orig], [ln.rstrip() for ln in answer],
-                         autojunk=False)
-    for op, i1, i2, _j1, _j2 in sm.get_opcodes():
-        if op in ("replace", "delete"):
-            bad = [i for i in range(i1, i2) if not edited[i] and orig[i].strip()]
-            if bad:
-                out.append(f"original line {bad[0] + 1} is missing or changed outside the "
-                           f"edited regions ({len(bad)} line(s))")
     return out
 
 

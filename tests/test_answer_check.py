@@ -1,0 +1,117 @@
+"""The check of a model's answer: right answers pass, the wrong ones models write are caught."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from edge_spec.apply.merge import structural_merge
+from edge_spec.apply.shown import unshown_changes
+from edge_spec.apply.verdict import answer_problems
+
+DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
+
+ORIG = """import os
+
+
+def load(path):
+    with open(path) as f:
+        data = f.read()
+    return data
+
+
+def save(path, data):
+    with open(path, "w") as f:
+        f.write(data)
+
+
+def remove(path):
+    os.remove(path)
+"""
+SNIPPET = """# ... existing code ...
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        data = f.read()
+    return data
+# ... existing code ...
+"""
+RIGHT = ORIG.replace("open(path) as f", 'open(path, encoding="utf-8") as f')
+
+
+def _problems(answer: str, snippet: str = SNIPPET, original: str = ORIG) -> list[str]:
+    merge = structural_merge(original, snippet, "python", "x.py")
+    return answer_problems(original, snippet, answer, merge)
+
+
+def test_the_right_answer_passes() -> None:
+    assert _problems(RIGHT) == []
+
+
+def test_dropped_lines_far_from_the_edit_are_caught() -> None:
+    dropped = RIGHT.replace("def remove(path):\n    os.remove(path)\n", "")
+    assert any("dropped outside the edited regions" in p for p in _problems(dropped))
+
+
+def test_old_code_kept_beside_the_new_is_caught() -> None:
+    both = RIGHT.replace('        data = f.read()\n',
+                         '        data = f.read()\n    with open(path) as f:\n', 1)
+    assert _problems(both)
+
+
+def test_an_altered_line_elsewhere_is_caught() -> None:
+    changed = RIGHT.replace("f.write(data)", "f.write(data.strip())")
+    assert any("changed outside the edited regions" in p for p in _problems(changed))
+
+
+def test_the_original_returned_unchanged_is_caught() -> None:
+    assert _problems(ORIG)
+
+
+def test_a_deletion_shown_by_adjacent_context_lines() -> None:
+    # Context lines with nothing between them: `save` is deleted.
+    snippet = "# ... existing code ...\n    return data\n\n\ndef remove(path):\n" \
+              "# ... existing code ...\n"
+    right = ORIG.replace('def save(path, data):\n    with open(path, "w") as f:\n'
+                         '        f.write(data)\n\n\n', "")
+    assert _problems(right, snippet) == []
+    assert any("not in the answer" in p for p in _problems(ORIG, snippet))
+
+
+def test_a_whole_function_replaced_by_name_to_its_end() -> None:
+    snippet = "# ... existing code ...\ndef save(path, data):\n    print(path)\n" \
+              "# ... existing code ...\n"
+    right = ORIG.replace('    with open(path, "w") as f:\n        f.write(data)\n',
+                         "    print(path)\n")
+    merge = structural_merge(ORIG, snippet, "python", "x.py")
+    assert unshown_changes(ORIG, snippet, right, merge) == []
+    wrong = right.replace("def remove(path):\n    os.remove(path)\n", "")
+    assert unshown_changes(ORIG, snippet, wrong, merge)
+
+
+def test_a_replacement_the_snippet_does_not_place_is_not_trusted() -> None:
+    # No context: the snippet does not say which line the new one replaces.
+    snippet = "# ... existing code ...\n    return data.upper()\n# ... existing code ...\n"
+    guess = ORIG.replace("    return data\n", "    return data.upper()\n")
+    merge = structural_merge(ORIG, snippet, "python", "x.py")
+    if merge.exact:
+        pytest.skip("the merge placed it by itself")
+    assert unshown_changes(ORIG, snippet, guess, merge)
+
+
+def _tasks() -> list[dict]:
+    return [json.loads(line) for name in ("code_apply_dev.jsonl", "code_apply_dev_messy.jsonl")
+            for line in (DATA / name).read_text().splitlines() if line.strip()]
+
+
+def test_no_expected_dev_file_gets_a_structural_finding() -> None:
+    # Every right answer of the 436 dev tasks, clean and messy, passes the structural checks
+    # (the merge's own-guess rule aside, which by design flags an unconfirmed guess).
+    bad = []
+    for t in _tasks():
+        merge = structural_merge(t["original"], t["update"], t["language"], t["path"])
+        found = unshown_changes(t["original"], t["update"], t["expected"], merge)
+        if found:
+            bad.append((t["id"], found[0]))
+    assert bad == []
