@@ -50,3 +50,29 @@ def test_real_runtime_reports_gap_and_noise(smollm2_rt) -> None:  # noqa: ANN001
     d = divergence(rt, prompt, plain, spec)
     assert d is not None and d.position == 10
     assert d.top2_gap >= 0 and d.noise >= 0
+
+
+class _BanOne:
+    """A guard stand-in that bans one token on every line."""
+
+    def __init__(self, tok: int) -> None:
+        self.ids = np.asarray([tok], dtype=np.int64)
+
+    def banned(self, line: str) -> np.ndarray:  # noqa: ARG002 - the same ban on every line
+        return self.ids
+
+
+def test_the_gap_is_taken_over_the_tokens_the_guard_allows() -> None:
+    rt = FakeRuntime(follow="def add(a, b):\n    return a + b\n", seed=3)
+    prompt = rt.tokenize("def add(")
+    plain = _greedy(rt, prompt, 8)
+    rt.truncate(0)
+    row = rt.eval(list(prompt) + plain[:5])[0].copy()
+    t0, t1, t2 = (int(t) for t in np.argsort(row)[::-1][:3])
+    guarded, spec = plain[:5] + [t1], plain[:5] + [t2]
+    d = divergence(rt, prompt, guarded, spec, guard=_BanOne(t0))  # type: ignore[arg-type]
+    assert d is not None and not d.spec_banned
+    # The banned favourite t0 is no candidate: the gap is t1's lead over t2, not t0's over t1.
+    assert d.top2_gap == pytest.approx(float(row[t1] - row[t2]), abs=1e-3)
+    d = divergence(rt, prompt, guarded, plain[:5] + [t0], guard=_BanOne(t0))  # type: ignore[arg-type]
+    assert d is not None and d.spec_banned and not d.near_tie

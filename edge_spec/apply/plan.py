@@ -92,7 +92,7 @@ class ApplyPlan:
         """The result of a finished generation, with the lazy-answer policy applied."""
         text = self.clean(raw, stats.finish_reason == "stop")
         res = ApplyResult(text=text, raw=raw, stats=stats, template=self.template.name,
-                          extra={"tokens": tokens, "prompt": self.tokens})
+                          extra={"tokens": tokens, "prompt": self.tokens, "guard": self.guard})
         return _lazy_policy(res, on_lazy, self.original, self.merged, self.markers)
 
 

@@ -75,10 +75,11 @@ def run_ours(engine: Any, task: dict[str, Any], mode: Mode, opts: RunOptions) ->
     d["source_trace"] = [s["source"] for s in steps]
     # Token ids for the near-tie check of a "≠ plain" result; dropped before results are saved.
     if "prompt" in task:
-        d["_ids"] = (engine.prompt_tokens(task["prompt"]), list(res.tokens))
+        d["_ids"] = (engine.prompt_tokens(task["prompt"]), list(res.tokens), None)
     else:
         d.update(res.to_dict())
-        d["_ids"] = (res.extra["prompt"], list(res.extra["tokens"])) if res.extra else None
+        d["_ids"] = ((res.extra["prompt"], list(res.extra["tokens"]), res.extra.get("guard"))
+                     if res.extra else None)
     d["output_ids"] = [int(t) for t in d["_ids"][1]] if d["_ids"] else []
     return d
 
@@ -173,13 +174,14 @@ def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: i
     return records
 
 
-def _divergence(engine: Any, plain: tuple[list[int], list[int]],
-                ours: tuple[list[int], list[int]]) -> dict[str, Any] | None:
-    """The near-tie check of an output that differs from plain (same runtime, same prompt)."""
+def _divergence(engine: Any, plain: tuple[list[int], list[int], Any],
+                ours: tuple[list[int], list[int], Any]) -> dict[str, Any] | None:
+    """The near-tie check of an output that differs from plain (same runtime, same prompt,
+    the plain run's guard: part of the target)."""
     if plain[0] != ours[0]:
         return None
     try:
-        d = divergence(engine.target, plain[0], plain[1], ours[1])
+        d = divergence(engine.target, plain[0], plain[1], ours[1], guard=plain[2])
     except Exception as exc:  # noqa: BLE001 - a failed check must not stop the benchmark
         return {"error": f"{type(exc).__name__}: {exc}"}
     return d.to_dict() if d is not None else None

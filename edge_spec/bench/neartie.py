@@ -4,7 +4,9 @@ Batched and one-token forwards of quantized kernels round differently, so a veri
 flip an argmax where the target's top two logits are closer than that rounding noise. A
 divergence is a near-tie when the top-2 gap at the first differing position (one-token
 evaluation, the way plain decoding saw it) is at most the batch-vs-single noise measured around
-that position; anything else is a bug.
+that position; anything else is a bug. The guard is part of the target, so the gap is taken
+over the tokens it allows there (a banned favourite is no candidate), and a divergence to a
+token the guard bans is never a tie.
 
 Example: `d = divergence(engine.target, prompt, plain_tokens, spec_tokens)`
 Example: `d.near_tie, d.top2_gap, d.noise`
@@ -19,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from edge_spec.core.guard import LineGuard, last_line
 from edge_spec.runtimes.base import Runtime, sync_prefix
 
 
@@ -31,10 +34,11 @@ class Divergence:
     spec_token: int
     top2_gap: float
     noise: float
+    spec_banned: bool = False  # the guard forbids the speculative token there: a bug
 
     @property
     def near_tie(self) -> bool:
-        return self.top2_gap <= self.noise
+        return self.top2_gap <= self.noise and not self.spec_banned
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "near_tie": self.near_tie}
@@ -55,8 +59,17 @@ def _advance(rt: Runtime, seq: Sequence[int], n: int) -> None:
         rt.eval(seq[keep:n], rows=[])
 
 
+def _line_before(rt: Runtime, prompt: Sequence[int], out: Sequence[int]) -> str:
+    """The guard's line text before the next output token, as the decode loop tracks it."""
+    line = last_line(rt.detokenize(list(prompt[-16:])))
+    for tok in out:
+        line = last_line(line + rt.token_bytes(tok).decode("utf-8", "ignore"))
+    return line
+
+
 def divergence(rt: Runtime, prompt: Sequence[int], plain: Sequence[int], spec: Sequence[int],
-               radius: int = 16, windows: Sequence[int] = (4, 16, 32)) -> Divergence | None:
+               radius: int = 16, windows: Sequence[int] = (4, 16, 32),
+               guard: LineGuard | None = None) -> Divergence | None:
     """The first divergence of `spec` from `plain` with its top-2 gap and local noise; None if equal.
 
     Noise: max |logit| difference between one-token and windowed evaluation of the plain tokens
@@ -73,6 +86,12 @@ def divergence(rt: Runtime, prompt: Sequence[int], plain: Sequence[int], spec: S
     _advance(rt, seq, lo)
     single = np.stack([rt.eval([t])[0].copy() for t in seq[lo:hi]])
     row = single[at - lo]
+    banned = guard.banned(_line_before(rt, prompt, plain[:i])) if guard is not None else None
+    spec_banned = False
+    if banned is not None and banned.size:
+        row = row.copy()
+        row[banned] = -np.inf
+        spec_banned = i < len(spec) and bool(np.isin(spec[i], banned))
     top = np.sort(row)[-2:]
     noise = 0.0
     for w in windows:
@@ -82,4 +101,4 @@ def divergence(rt: Runtime, prompt: Sequence[int], plain: Sequence[int], spec: S
             got = rt.eval(chunk, rows=range(len(chunk)))
             noise = max(noise, float(np.abs(got - single[s - lo:s - lo + len(chunk)]).max()))
     return Divergence(i, plain[i] if i < len(plain) else -1, spec[i] if i < len(spec) else -1,
-                      round(float(top[1] - top[0]), 4), round(noise, 4))
+                      round(float(top[1] - top[0]), 4), round(noise, 4), spec_banned)
