@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from edge_spec.apply import lazy_lines
+from edge_spec.apply.markers import snippet_markers
 from edge_spec.apply.merge import structural_merge
 from edge_spec.apply.shown import unshown_changes
 from edge_spec.apply.verdict import answer_problems
@@ -114,4 +116,12 @@ def test_no_expected_dev_file_gets_a_structural_finding() -> None:
         found = unshown_changes(t["original"], t["update"], t["expected"], merge)
         if found:
             bad.append((t["id"], found[0]))
+    assert bad == []
+
+
+def test_no_expected_dev_file_counts_as_lazy() -> None:
+    # Marker-shaped comments count as lazy lines only where the original lacks them: the
+    # expected files of the dev tasks (real commits) have none.
+    bad = [t["id"] for t in _tasks() if lazy_lines(
+        t["expected"], t["original"], snippet_markers(t["original"], t["update"], t["language"]))]
     assert bad == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from edge_spec.apply.markers import marker_shape
 from edge_spec.apply.naive import MARKER
 
 
@@ -41,15 +42,19 @@ def clean_output(raw: str, original: str, prefix: str = "", stop: tuple[str, ...
 
 
 def lazy_lines(text: str, original: str, markers: Sequence[str] = ()) -> list[int]:
-    """1-based lines of `text` that are `... existing code ...` markers, or the snippet's own
-    `markers` (stripped lines in any wording), that `original` does not have.
+    """1-based lines of `text` that are elision markers (`... existing code ...`, or a comment
+    only in the elision vocabulary such as `// Existing code`: `markers.marker_shape`), or the
+    snippet's own `markers` (stripped lines in any wording), that `original` does not have.
 
     >>> lazy_lines("a\\n# ... existing code ...\\nb\\n", "a\\nx\\nb\\n")
     [2]
     >>> lazy_lines("a\\n/* unchanged */\\n", "a\\nx\\n", ["/* unchanged */"])
     [2]
+    >>> lazy_lines("a\\n// Existing code\\n", "a\\nx\\n")
+    [2]
     """
     have = {ln.strip() for ln in original.splitlines()}
     copied = set(markers) - have
     return [i for i, ln in enumerate(text.splitlines(), 1)
-            if (MARKER.match(ln) or ln.strip() in copied) and ln.strip() not in have]
+            if (MARKER.match(ln) or ln.strip() in copied or marker_shape(ln))
+            and ln.strip() not in have]
