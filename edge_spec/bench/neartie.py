@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from edge_spec.core.guard import LineGuard, last_line
+from edge_spec.core.guard import LineGuard
+from edge_spec.core.loop import guard_line
 from edge_spec.runtimes.base import Runtime, sync_prefix
 
 
@@ -59,14 +60,6 @@ def _advance(rt: Runtime, seq: Sequence[int], n: int) -> None:
         rt.eval(seq[keep:n], rows=[])
 
 
-def _line_before(rt: Runtime, prompt: Sequence[int], out: Sequence[int]) -> str:
-    """The guard's line text before the next output token, as the decode loop tracks it."""
-    line = last_line(rt.detokenize(list(prompt[-16:])))
-    for tok in out:
-        line = last_line(line + rt.token_bytes(tok).decode("utf-8", "ignore"))
-    return line
-
-
 def divergence(rt: Runtime, prompt: Sequence[int], plain: Sequence[int], spec: Sequence[int],
                radius: int = 16, windows: Sequence[int] = (4, 16, 32),
                guard: LineGuard | None = None) -> Divergence | None:
@@ -86,7 +79,7 @@ def divergence(rt: Runtime, prompt: Sequence[int], plain: Sequence[int], spec: S
     _advance(rt, seq, lo)
     single = np.stack([rt.eval([t])[0].copy() for t in seq[lo:hi]])
     row = single[at - lo]
-    banned = guard.banned(_line_before(rt, prompt, plain[:i])) if guard is not None else None
+    banned = guard.banned(guard_line(rt, prompt, None, *plain[:i])) if guard is not None else None
     spec_banned = False
     if banned is not None and banned.size:
         row = row.copy()

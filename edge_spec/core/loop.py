@@ -98,7 +98,7 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
     ctx, out = list(prompt), list[int]()
     pending = ctx[-1]
     guard = cfg.guard
-    line = last_line(target.detokenize(list(prompt[-16:]))) if guard else ""
+    line = guard_line(target, prompt) if guard else ""
     stream = TextStream(target.token_bytes, cfg.stop)
     emit = on_delta or (lambda _d: None)
     finish = ""
@@ -139,7 +139,7 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
             out.append(tok)
             ctx.append(tok)
             if guard is not None:
-                line = last_line(line + _text(target, tok))
+                line = guard_line(target, (), line, tok)
             delta, stopped = stream.push(tok)
             if delta:
                 if not stats.ttft_ms:
@@ -161,15 +161,22 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
     return GenResult(text=stream.text, tokens=out, stats=stats)
 
 
-def _text(rt: Runtime, tok: int) -> str:
-    return rt.token_bytes(tok).decode("utf-8", "ignore")
+def guard_line(rt: Runtime, prompt: Sequence[int], line: str | None = None,
+               *tokens: int) -> str:
+    """The guard's current line: from the prompt's tail when `line` is None, then after each
+    of `tokens` (the one place the loop, and the near-tie check, track it)."""
+    if line is None:
+        line = last_line(rt.detokenize(list(prompt[-16:])))
+    for tok in tokens:
+        line = last_line(line + rt.token_bytes(tok).decode("utf-8", "ignore"))
+    return line
 
 
 def _banned(guard: LineGuard, line: str, draft: Sequence[int], rt: Runtime) -> list[np.ndarray]:
     """The guard's banned ids per verify row (row i follows draft[:i] after `line`)."""
     lines = [line]
     for tok in draft:
-        lines.append(last_line(lines[-1] + _text(rt, tok)))
+        lines.append(guard_line(rt, (), lines[-1], tok))
     return [guard.banned(ln) for ln in lines]
 
 
