@@ -105,6 +105,67 @@ def test_the_snippets_own_reworded_markers_are_banned_and_detected() -> None:
     assert "# rest of the file stays the same" not in on.text and not on.lazy_lines
     # An ordinary comment that only starts like the marker's first words stays allowed.
     g = apply_guard(ORIG, lambda t: rt.token_bytes(t).decode("utf-8", "ignore"), rt.n_vocab,
-                    markers=["# rest of the file stays the same"])
-    assert rt.tokenize("f")[0] not in set(g.banned("# rest of the ").tolist())
-    assert rt.tokenize("e")[0] in set(g.banned("# rest of the file stays the sam").tolist())
+                    markers=["# nothing changes in the file below"])
+    assert rt.tokenize("f")[0] not in set(g.banned("# nothing changes in the ").tolist())
+    assert rt.tokenize("w")[0] in set(g.banned("# nothing changes in the file belo").tolist())
+
+
+def _brute(guard, texts: list[str], line: str) -> set[int]:  # noqa: ANN001
+    """The banned set by definition: every segment of line + token checked against the regex."""
+    key = line.lstrip()
+    if not guard._risky.fullmatch(key):
+        return {t for t, x in enumerate(texts)
+                if "\n" in x and any(guard._forbidden.match(s) for s in x.split("\n")[1:])}
+    return {t for t, x in enumerate(texts)
+            if any(guard._forbidden.match(s) for s in (key + x).split("\n"))}
+
+
+_VOCAB = ["", " ", "  ", "\n", "\n#", "\n# ...", "#", "# ", "//", "/", "/*", "...", "..", ".",
+          "…", " ...", " existing", " Existing", "existing", " code", "code", " c", "ode",
+          " file", " rest", " of", " the", " The", " users", "\n// existing code", " codes",
+          "x", " = 1", "\t", "é", "中文", " remaining", " methods", " Rest", " OF", " Code",
+          "\n    # rest of the file", " implementation", "   ", " ex", "isting", " rest of",
+          "ore", " other", " more"]
+
+
+@pytest.mark.parametrize("line", ["", "    ", "#", "# ", "# ex", "# existing", "# existing ",
+                                  "# Existing c", "// rest", "// rest of", "// Rest OF the",
+                                  "x = 1", "# ..", "/", "/* the rest of", "# users", "é"])
+def test_the_fast_scan_bans_what_the_definition_bans(line: str) -> None:
+    g = apply_guard(ORIG, lambda t: _VOCAB[t], len(_VOCAB), markers=["# keep going here"])
+    assert set(g.banned(line).tolist()) == _brute(g, _VOCAB, line), line
+
+
+def test_markers_in_the_models_own_words_are_banned_and_real_comments_are_not() -> None:
+    g = apply_guard(ORIG, lambda t: _VOCAB[t], len(_VOCAB))
+
+    def banned(line: str, tok: str) -> bool:
+        return _VOCAB.index(tok) in set(g.banned(line).tolist())
+
+    # `# existing code ...`, `# Existing code continues here...`: the ellipsis comes last.
+    assert banned("#", " existing") and banned("    #", " Existing")
+    assert banned("# ex", "isting") and banned("// rest", " of") and banned("# The rest", " of")
+    assert banned("# other", " code") and banned("/* more", " methods")
+    assert banned("", "\n// existing code") and banned("x = 1", "\n    # rest of the file")
+    assert not banned("# the", " users") and not banned("# other", " users")
+    assert not banned("# rest", "ore")  # `# restore the state`
+    assert not banned("#", " Rest") and banned("# Rest", " of")  # the next token decides
+    assert not banned("x = 1  #", " existing")  # not at the start of the line
+    # An original that opens a comment so keeps the form allowed.
+    own = apply_guard(ORIG + "# Existing tests stay below\n", lambda t: _VOCAB[t], len(_VOCAB))
+    assert _VOCAB.index(" existing") not in set(own.banned("#").tolist())
+
+
+@pytest.mark.parametrize("line", ["# ... existing code ...", "    // ...", "… rest", "... existing code",
+                                  "// ` ... existing code ...", "#-...", "#  # existing code",
+                                  "# existing code ...", "#_existing!code...", "// `existing!` code",
+                                  "/* the rest of the file */", "# Remaining methods", "-- more code",
+                                  "{/* other components */}", "<!-- unchanged -->", "# keep going here"])
+def test_every_prefix_of_a_banned_line_is_watched(line: str) -> None:
+    """The guard only rescans lines its `risky` pattern calls open: every proper prefix of a
+    banned line must be one, or the token completing the line slips through."""
+    g = apply_guard(ORIG, lambda t: _VOCAB[t], len(_VOCAB), markers=["# keep going here"])
+    assert g._forbidden.match(line), line
+    cut = g._forbidden.match(line).end()
+    for n in range(cut):
+        assert g._risky.fullmatch(line[:n].lstrip()), (line, line[:n])

@@ -8,9 +8,14 @@ bans the token that would make a line an ellipsis marker: a comment leader follo
 continuation lines (`... x = 1`) stay allowed. A marker form the original itself uses (a
 comment leader it writes `...` after, bare `... word` lines) is not banned.
 
-Snippets reword markers (`/* unchanged */`, `# rest of the file stays the same`); such a
-marker without an ellipsis has the shape of an ordinary comment, so only the snippet's own
-marker lines are banned (`markers`, whatever their wording): a line may not start with one.
+Snippets reword markers (`/* unchanged */`, `# rest of the file stays the same`), and so does
+the model when the ellipsis forms are banned (`# existing code ...`, `#_existing code ...`,
+"// `existing code`"). Without an ellipsis a marker has the shape of an ordinary comment, so two
+narrow rules cover it: a comment may not open with a word that says code was left out
+(`existing`, `rest`, `remaining`, `unchanged`, ...; or `previous`/`original`/`other`/`more`
+followed by what was left out: `other methods`), in any letter case, unless the original has a
+comment that opens so (real comments rarely open so); and the snippet's own marker lines (`markers`, whatever their wording)
+are banned at the start of a line.
 """
 
 from __future__ import annotations
@@ -27,12 +32,47 @@ _WORDS = ("existing", "rest", "remaining", "unchanged", "previous", "other", "om
           "keep", "more", "original")
 
 
+# A comment whose first word is one of `_RUNS`, or one of `_STEMS` (then a non-letter:
+# `rest_of` counts, `restore` does not), or one of `_ELIDED` and then one of `_WHAT`, is a
+# worded marker.
+_STEMS = ("rest", "remainder", "snip", "snipped", "the rest")
+# Words no English word extends, so they count even run into the next one (`#_existingcode`).
+_RUNS = ("existing", "remaining", "unchanged", "unmodified", "omitted", "elided", "truncated")
+_ELIDED = ("previous", "original", "other", "more")
+_WHAT = ("code", "implementation", "implementations", "content", "contents", "methods",
+         "functions", "logic", "lines", "definitions", "imports", "tests", "file", "class",
+         "classes", "body", "fields", "properties", "routes", "handlers", "helpers", "exports",
+         "declarations", "statements", "types", "config", "configuration", "setup", "module",
+         "components")
+
+
 def _alt(items: tuple[str, ...] | list[str]) -> str:
     return "(?:" + "|".join(re.escape(i) for i in sorted(items, key=len, reverse=True)) + ")"
 
 
 def _prefixes(words: tuple[str, ...]) -> list[str]:
     return sorted({w[:n] for w in words for n in range(1, len(w) + 1)})
+
+
+def _spaced(pattern: str) -> str:
+    return pattern.replace(r"\ ", r"\s+")
+
+
+# Small alternations, not one of every phrase: `re` tries alternatives one by one, and the
+# guard matches every vocabulary token against these when it meets a new line prefix.
+# Between the leader and the first word: spaces or the dressing the model puts there when the
+# plain form is banned (`#_existing code`, "// `existing code`", `#  # existing code`).
+_DRESS = r"[\s_`'\"*:\-#/]*"
+# A stem counts once a separator follows it (`# rest of`), not at the end of a token that the
+# next one may extend (`# rest` + `ore`). The separators are listed, not "any non-letter", so
+# that a banned start holds only characters of the guard's alphabet.
+_AFTER = r"(?=[\s_.,:;!?\-…`'\"*/()\[\]{}])"
+_FIRST = (_alt(_RUNS) + "|" + _spaced(_alt(_STEMS)) + _AFTER + "|" + _alt(_ELIDED) + r"\s+"
+          + _alt(_WHAT) + r"\b")
+_WORDED = re.compile(r"\s*" + _alt(_LEADERS) + _DRESS + "(?i:" + _FIRST + ")")
+_FIRST_START = (_spaced(_alt(_prefixes(_STEMS + _RUNS))) + "|" + _alt(_prefixes(_ELIDED)) + "|"
+                + _alt(_ELIDED) + r"\s+" + _alt(_prefixes(_WHAT)))
+_WORDED_START = _alt(_prefixes(_LEADERS)) + "(?:" + _DRESS + "(?i:" + _FIRST_START + ")?)?"
 
 
 # Guards keyed by (vocabulary, patterns): the banned sets they cache serve every request that
@@ -48,32 +88,40 @@ def apply_guard(original: str, token_text: Callable[[int], str], n_vocab: int,
     lines = [ln.strip() for ln in original.splitlines()]
     own = sorted(set(m for m in markers if m) - set(lines))
     leaders = [ld for ld in _LEADERS
-               if not any(re.match(re.escape(ld) + r"\s*" + _ELLIPSIS, ln) for ln in lines)]
+               if not any(re.match(re.escape(ld) + _DRESS + _ELLIPSIS, ln) for ln in lines)]
     bare = not any(re.match(_ELLIPSIS + r"\s+" + _alt(_WORDS), ln) for ln in lines)
+    worded = not any(_WORDED.match(ln) for ln in lines)
     forms = []
     if leaders:
-        forms.append(_alt(leaders) + r"\s*" + _ELLIPSIS)
+        forms.append(_alt(leaders) + _DRESS + _ELLIPSIS)
     if bare:
         forms.append(_ELLIPSIS + r"\s+" + _alt(_WORDS) + r"\b")
     if own:
         forms.append(_alt(own))
+    if worded:
+        forms.append(_WORDED.pattern)
     if not forms:
         forms.append(r"(?!)")  # nothing to forbid
     forbidden = re.compile(r"\s*(?:" + "|".join(forms) + ")")
     partial = sorted({ld[:n] for ld in leaders for n in range(1, len(ld) + 1)})
     risky_parts = []
     if partial:
-        risky_parts.append(_alt(partial) + r"\s*(?:\.{0,3}|…)?")
+        risky_parts.append(_alt(partial) + _DRESS + r"(?:\.{0,3}|…)?")
     risky_parts.append(r"(?:\.{0,3}|…)")
     if bare:
         risky_parts.append(_ELLIPSIS + r"\s*" + _alt(_prefixes(_WORDS)) + "?")
     if own:
         risky_parts.append(_alt(_prefixes(tuple(own))))
+    if worded:
+        risky_parts.append(_WORDED_START)
     risky = re.compile("(?:" + "|".join(risky_parts) + r")\s*")
     key = (vocab_key, n_vocab, forbidden.pattern, risky.pattern)
     guard = _GUARDS.get(key) if vocab_key else None
     if guard is None:
-        guard = LineGuard(token_text, n_vocab, forbidden, risky)
+        words = "".join(_WORDS + _STEMS + _RUNS + _ELIDED + _WHAT)
+        alphabet = frozenset("".join(_LEADERS) + ".…_`'\"*:-#/,;!?()[]{}" + words + words.upper()
+                             + "".join(own))
+        guard = LineGuard(token_text, n_vocab, forbidden, risky, alphabet)
         if vocab_key:
             if len(_GUARDS) >= _MAX_GUARDS:
                 _GUARDS.pop(next(iter(_GUARDS)))

@@ -16,6 +16,8 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Protocol
 
+import numpy as np
+
 from edge_spec.config.settings import ControllerSettings
 from edge_spec.core.types import EMPTY, Draft, Drafter
 
@@ -28,6 +30,8 @@ _BINS: tuple[tuple[int, int], ...] = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (
 _MAX_POS = _BINS[-1][1]
 _BIN = [next(b for b, (lo, hi) in enumerate(_BINS) if lo <= j + 1 <= hi) for j in range(_MAX_POS)]
 _ZEROS = [0.0] * len(_BINS)
+_BIN_IDX = np.asarray(_BIN, dtype=np.intp)
+_KS = np.arange(1, _MAX_POS + 1, dtype=np.float64)
 
 
 class Controller:
@@ -41,7 +45,11 @@ class Controller:
         # The table interpolated once for every size a step can have: the per-step search
         # over k then costs a lookup per k, not two bisects.
         self._table_vec = [0.0] + [self._interp(n) for n in range(1, _MAX_POS + 2)]
+        self._table_arr = np.asarray(self._table_vec)
         self._measured: dict[int, float] = {}
+        # The measured costs by forward size as a vector (NaN: not measured), for the search.
+        self._measured_arr = np.full(_MAX_POS + 2, np.nan)
+        self._costs: np.ndarray | None = None  # verify_ms(n) for every n; reset by observe
         self._scale = 1.0
         # feature -> (events per bin, exposure per bin): a run-length (survival) model. Stored
         # counts are divided by `_g`, the product of all decay factors so far, so decaying
@@ -136,24 +144,38 @@ class Controller:
         return rates
 
     def best_prefix(self, draft: Draft, limit: int) -> tuple[int, float]:
-        """(k, expected tokens/ms) maximising throughput over prefixes of the draft."""
-        rates = self._rates(draft)
+        """(k, expected tokens/ms) maximising throughput over prefixes of the draft.
+
+        One pass of vector arithmetic over every k up to `k_max`: the search runs every step,
+        and a Python loop over 128 prefixes would cost more than the rest of the step.
+        """
         one = self.verify_ms(1)
-        best_k, best = 0, 1.0 / one
-        expected, run = 1.0, 1.0
+        n = min(len(draft), limit, self.cfg.k_max, _MAX_POS)
+        if draft.confidence is not None:
+            n = min(n, len(draft.confidence))
+        if n <= 0:
+            return 0, 1.0 / one
+        rates = 1.0 - np.asarray(self._hazards(draft.feature))[_BIN_IDX[:n]]
+        if draft.confidence is not None:
+            # A model drafter's own confidence sharpens the per-feature rate token by token.
+            conf = np.asarray(draft.confidence[:n], dtype=np.float64)
+            rates = np.minimum(0.999, 0.5 * rates + 0.5 * conf)
+        expected = 1.0 + np.cumsum(np.cumprod(rates))
+        if self._costs is None:
+            # Costs change only when a step is observed; a step may search more than once.
+            meas = self._measured_arr
+            verify = np.where(np.isnan(meas), self._table_arr * self._scale, meas)
+            self._costs = np.maximum(verify, one)
+        cost = self._costs[2:n + 2]
         sunk = draft.draft_ms > 0  # already paid: does not depend on k
         per_draft = 0.0 if sunk else self.draft_ms(draft.source, 1)
-        measured, table, scale = self._measured, self._table_vec, self._scale
-        for k in range(1, min(len(draft), limit, self.cfg.k_max) + 1):
-            run *= rates[k - 1]
-            expected += run
-            verify = measured.get(k + 1)
-            if verify is None:
-                verify = table[k + 1] * scale
-            cost = max(verify, one) + per_draft * k
-            if expected > best * cost:
-                best_k, best = k, expected / cost
-        return best_k, best
+        if per_draft:
+            cost = cost + per_draft * _KS[:n]
+        gain = expected / cost
+        k = int(np.argmax(gain))
+        if gain[k] > 1.0 / one:
+            return k + 1, float(gain[k])
+        return 0, 1.0 / one
 
     def choose(self, draft: Draft, limit: int, best: int | None = None) -> int:
         """How many tokens of `draft` to verify (0 = plain decoding this step); `best` is
@@ -211,7 +233,7 @@ class Controller:
         This is the hybrid of DESIGN.md: the reference drafter when it has a match that pays,
         else the model drafter when its expected gain pays for its cost, else plain decoding.
         """
-        fallback = EMPTY
+        fallback, fallback_k = EMPTY, None
         for drafter in drafters:
             n = self.budget(drafter.name, limit, len(context)) if limit > 0 else 0
             if n <= 0:
@@ -219,20 +241,23 @@ class Controller:
             draft = drafter.propose(context, n)
             if not len(draft):
                 continue
-            if fallback is EMPTY:
-                fallback = draft
             k = self.best_prefix(draft, limit)[0]
             if k > 0:
                 return draft, self.choose(draft, limit, k)
-        return fallback, self.choose(fallback, limit)
+            if fallback is EMPTY:
+                fallback, fallback_k = draft, k
+        return fallback, self.choose(fallback, limit, fallback_k)
 
     # ---- learning ---------------------------------------------------------------------
     def observe(self, draft: Draft, k: int, accepted: int, verify_ms: float) -> None:
         """Record one verify step of k drafted tokens of which `accepted` were accepted."""
         s = self.cfg.cost_smoothing
         n = k + 1
+        self._costs = None
         prior = self.verify_ms(n)
         self._measured[n] = prior + s * (verify_ms - prior)
+        if n < len(self._measured_arr):
+            self._measured_arr[n] = self._measured[n]
         ratio = verify_ms / max(self._table_ms(n), 1e-6)
         self._scale += s * 0.25 * (ratio - self._scale)
         if len(draft) and draft.source != "reference":

@@ -143,7 +143,8 @@ class ReferenceDrafter:
             if 0 < p < len(ref) and ref[p - 1] == context[-1]:
                 best = ((1, self._match_len(ref, p, context), 1, p), r, p)
         key = tuple(context[-self.cfg.ngram_min:])
-        for r, index in enumerate(self._index):
+        # An alignment that still holds outranks every n-gram occurrence: no search then.
+        for r, index in enumerate(self._index if best is None else ()):
             ref = self._refs[r]
             same = self._last is not None and self._last[0] == r
             anchor = self._last[1] if same else 0  # type: ignore[index]
