@@ -20,6 +20,20 @@ BOS, EOS, PAD, OFFSET = 0, 1, 2, 3
 N_VOCAB = 256 + OFFSET
 
 
+class VirtualClock:
+    """Milliseconds that pass only when a fake forward "takes" its latency: pass it to the fake
+    and as `generate(clock=...)` for step timings free of the machine's load."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, ms: float) -> None:
+        self.now += ms
+
+
 class FakeRuntime:
     """Copies `follow` text where the context matches it, else emits seeded noise.
 
@@ -30,7 +44,8 @@ class FakeRuntime:
 
     def __init__(self, follow: str = "", seed: int = 0, n_ctx: int = 4096, match: int = 24,
                  eos_after: str | None = None, sharpness: float = 8.0,
-                 latency_ms: tuple[float, float] = (0.0, 0.0), n_batch: int = 512) -> None:
+                 latency_ms: tuple[float, float] = (0.0, 0.0), n_batch: int = 512,
+                 clock: VirtualClock | None = None) -> None:
         self.name = "fake"
         self.path: Path | None = None
         self.n_vocab = N_VOCAB
@@ -40,6 +55,7 @@ class FakeRuntime:
         self.match = match
         self.sharpness = sharpness
         self.latency_ms = latency_ms  # (per forward, per token): makes step costs realistic
+        self.clock = clock  # when given, latency advances it instead of sleeping
         self._follow = self.tokenize(follow)
         self._eos_after = self.tokenize(eos_after) if eos_after else None
         self._tokens: list[int] = []
@@ -94,7 +110,11 @@ class FakeRuntime:
         self.forwards += 1
         fixed, per_token = self.latency_ms
         if fixed or per_token:
-            time.sleep((fixed + per_token * len(chunk)) / 1e3)
+            ms = fixed + per_token * len(chunk)
+            if self.clock is not None:
+                self.clock.advance(ms)
+            else:
+                time.sleep(ms / 1e3)
         self.evaluated += len(chunk)
         out = np.empty((len(rows), self.n_vocab), dtype=np.float32)
         for j, r in enumerate(rows):

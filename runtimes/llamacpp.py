@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -73,7 +74,8 @@ class LlamaCppRuntime:
 
     def __del__(self) -> None:
         batch = getattr(self, "_batch", None)
-        if batch is not None:
+        # At interpreter exit the bindings may already be torn down; the OS frees the batch.
+        if batch is not None and not sys.is_finalizing():
             self._lib.llama_batch_free(batch)
             self._batch = None
 

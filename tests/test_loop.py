@@ -14,7 +14,7 @@ from edge_spec.drafters.base import Draft
 from edge_spec.drafters.model import ModelDrafter
 from edge_spec.drafters.reference import ReferenceDrafter
 from edge_spec.errors import UserError
-from edge_spec.runtimes.fake import EOS, FakeRuntime
+from edge_spec.runtimes.fake import EOS, FakeRuntime, VirtualClock
 
 SOURCE = (
     "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n"
@@ -94,10 +94,11 @@ def test_oracle_all_accepted_and_always_wrong() -> None:
 
 def test_adaptive_backs_off_when_drafts_fail() -> None:
     want = plain(max_tokens=150)
-    rt = target(latency_ms=(8.0, 4.0))
+    clock = VirtualClock()  # the fake's latency, not the machine's load, prices the steps
+    rt = target(latency_ms=(8.0, 4.0), clock=clock)
     p = prompt(rt)
     ctl = Controller(ControllerConfig(verify_ms={1: 12.0, 2: 16.0, 8: 40.0, 64: 264.0}))
-    res = generate(rt, p, [Oracle(want, len(p), wrong=True)], ctl, GenConfig(150))
+    res = generate(rt, p, [Oracle(want, len(p), wrong=True)], ctl, GenConfig(150), clock=clock)
     assert res.tokens == want
     late = res.stats.steps[len(res.stats.steps) // 2:]
     assert sum(s.k for s in late) <= 0.2 * len(late)
