@@ -90,6 +90,25 @@ def test_a_whole_function_replaced_by_name_to_its_end() -> None:
     assert unshown_changes(ORIG, snippet, wrong, merge)
 
 
+def test_a_method_rewritten_with_a_new_signature_between_markers() -> None:
+    # The shipped demo: the snippet gives `set` whole, its signature changed, markers around it;
+    # the line above the method is the end of the one before (deeper indentation).
+    ex = Path(__file__).resolve().parents[1] / "examples" / "apply"
+    orig, snippet, right = ((ex / n).read_text() for n in ("original.py", "update.py",
+                                                            "expected.py"))
+    merge = structural_merge(orig, snippet, "python", "original.py")
+    assert unshown_changes(orig, snippet, right, merge) == []
+    assert answer_problems(orig, snippet, right, merge) == []
+    # The same rewrite that also drops the method before it is still caught.
+    start, end = right.index("    def get("), right.index("    def set(")
+    assert unshown_changes(orig, snippet, right[:start] + right[end:], merge)
+    # So is a rewrite put in place of a method of another name.
+    start, end = orig.index("    def delete("), orig.index("    def __len__(")
+    misplaced = orig[:start] + right[right.index("    def set("):right.index("    def delete(")] \
+        + orig[end:]
+    assert unshown_changes(orig, snippet, misplaced, merge)
+
+
 def test_a_replacement_the_snippet_does_not_place_is_not_trusted() -> None:
     # No context: the snippet does not say which line the new one replaces.
     snippet = "# ... existing code ...\n    return data.upper()\n# ... existing code ...\n"

@@ -69,6 +69,19 @@ def test_run_apply_streams_and_writes_out(smollm2_path: Path, tmp_path: Path) ->
     assert [p.name for p in tmp_path.iterdir()] == ["merged.py"]
 
 
+@pytest.mark.real
+def test_the_demo_writes_the_expected_file(qwen_paths: tuple[Path, Path]) -> None:
+    # `make demo`'s own arguments, on the demo models: the file is right and nothing calls it
+    # suspect (a false alarm here once made the demo exit 3 on a right answer).
+    ex = Path(__file__).resolve().parents[1] / "examples" / "apply"
+    res = invoke("run", "--engine", "model", "--original", str(ex / "original.py"),
+                 "--update", str(ex / "update.py"),
+                 "--instruction", (ex / "instruction.txt").read_text().strip())
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout == (ex / "expected.py").read_text()
+    assert "looks wrong" not in res.stderr
+
+
 def test_missing_model_and_corrupt_gguf(tmp_path: Path) -> None:
     one_line_error(invoke("run", "--model", str(tmp_path / "nope.gguf"), "--prompt", "x"))
     bad = tmp_path / "bad.gguf"

@@ -21,6 +21,7 @@ from the merge) flag right answers wherever the merge was unsure.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
@@ -52,11 +53,13 @@ def _width(line: str) -> int:
 @dataclass(frozen=True)
 class _Snippet:
     """The snippet's non-blank lines as keys (markers as `_MARK`), their snippet line numbers,
-    and per line the smallest indentation of the hunk (run between markers) it belongs to."""
+    per line the smallest indentation of the hunk (run between markers) it belongs to, and its
+    own indentation."""
 
     keys: list[str]
     lines: list[int]
     floor: list[int]
+    widths: list[int]
 
     @classmethod
     def of(cls, original: Sequence[str], snippet: Sequence[str], language: str) -> _Snippet:
@@ -74,7 +77,7 @@ class _Snippet:
                 low = min(widths[start:j], default=0)
                 floor[start:j] = [low] * (j - start)
                 start = j + 1
-        return cls(keys, lines, floor)
+        return cls(keys, lines, floor, widths)
 
 
 def _side_ok(snip: _Snippet, q: int, ref: int, neighbour: str, width: int) -> bool:
@@ -90,17 +93,29 @@ def _side_ok(snip: _Snippet, q: int, ref: int, neighbour: str, width: int) -> bo
             and width <= snip.floor[ref])
 
 
+def _head(key: str) -> str:
+    """What a line declares or assigns: its text before the first bracket, colon or `=`
+    (`def set`, `function render`, `x`), for matching a rewritten block to the one it replaces."""
+    return re.split(r"[(\[{:=<]", key, maxsplit=1)[0].strip()
+
+
 def _shown(snip: _Snippet, new: Sequence[str], left: tuple[str, int],
-           right: tuple[str, int], removes: bool) -> bool:
-    """Whether the block (new lines between the answer's neighbours) stands in the snippet."""
+           right: tuple[str, int], removed: str | None) -> bool:
+    """Whether the block (new lines between the answer's neighbours, replacing original lines
+    from `removed` on, if any) stands in the snippet."""
     n, seq = len(new), snip.keys
+    # A run that opens like the block it replaces (`def set(...)` for `def set(...)`) was
+    # given by name: the marker before it says where it starts, whatever ends above it.
+    by_name = bool(n and removed is not None and _head(new[0]) and _head(new[0]) == _head(removed))
     for p in range(len(seq) - n + 1):
         if list(seq[p:p + n]) != list(new):
             continue
-        if removes:
+        if removed is not None:
             # A marker beside a deletion shows nothing: only a rewritten run may end at one.
             ref_l, ref_r = (p, p + n - 1) if n else (-1, -1)
-            if _side_ok(snip, p - 1, ref_l, *left) and _side_ok(snip, p + n, ref_r, *right):
+            left_ok = _side_ok(snip, p - 1, ref_l, *left) or (
+                by_name and p > 0 and seq[p - 1] == _MARK and snip.widths[p] == snip.floor[p])
+            if left_ok and _side_ok(snip, p + n, ref_r, *right):
                 return True
         elif (p > 0 and seq[p - 1] == left[0]) or (p + n < len(seq) and seq[p + n] == right[0]):
             return True
@@ -149,7 +164,7 @@ def unshown_changes(original: str, snippet: str, answer: str,
         new = akeys[j1:j2]
         left = (akeys[j1 - 1], _width(alines[aat[j1 - 1]])) if j1 > 0 else (_EDGE, 0)
         right = (akeys[j2], _width(alines[aat[j2]])) if j2 < len(akeys) else (_EDGE, 0)
-        if _shown(snip, new, left, right, removes=i2 > i1):
+        if _shown(snip, new, left, right, okeys[i1] if i2 > i1 else None):
             continue
         a = oat[i1] if i1 < len(oat) else len(olines)
         b = oat[i2 - 1] + 1 if i2 > i1 else a
