@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -72,12 +71,21 @@ class LlamaCppRuntime:
         )
         self._lib.llama_memory_clear(self._mem, True)
 
-    def __del__(self) -> None:
+    def close(self) -> None:
+        """Free the batch and the model now (idempotent); the runtime is unusable after."""
         batch = getattr(self, "_batch", None)
-        # At interpreter exit the bindings may already be torn down; the OS frees the batch.
-        if batch is not None and not sys.is_finalizing():
-            self._lib.llama_batch_free(batch)
+        if batch is not None:
             self._batch = None
+            self._lib.llama_batch_free(batch)
+        llm = getattr(self, "_llm", None)
+        if llm is not None:
+            llm.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001  at interpreter exit the bindings may be gone already
+            pass
 
     @property
     def n_tokens(self) -> int:
