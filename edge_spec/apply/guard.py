@@ -14,8 +14,8 @@ the model when the ellipsis forms are banned (`# existing code ...`, `#_existing
 narrow rules cover it: a comment may not open with a word that says code was left out
 (`existing`, `rest`, `remaining`, `unchanged`, ...; or `previous`/`original`/`other`/`more`
 followed by what was left out: `other methods`), in any letter case, unless the original has a
-comment that opens so (real comments rarely open so); and the snippet's own marker lines (`markers`, whatever their wording)
-are banned at the start of a line.
+comment that opens so (real comments rarely do); and the snippet's own marker lines (`markers`,
+whatever their wording) are banned at the start of a line.
 """
 
 from __future__ import annotations

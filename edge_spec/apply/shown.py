@@ -106,7 +106,8 @@ def _shown(snip: _Snippet, new: Sequence[str], left: tuple[str, int],
     n, seq = len(new), snip.keys
     # A run that opens like the block it replaces (`def set(...)` for `def set(...)`) was
     # given by name: the marker before it says where it starts, whatever ends above it.
-    by_name = bool(n and removed is not None and _head(new[0]) and _head(new[0]) == _head(removed))
+    head = _head(new[0]) if n and removed is not None else ""
+    by_name = bool(head) and head == _head(removed or "")
     for p in range(len(seq) - n + 1):
         if list(seq[p:p + n]) != list(new):
             continue

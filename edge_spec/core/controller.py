@@ -28,10 +28,16 @@ ControllerConfig = ControllerSettings  # the settings tree's [controller] sectio
 _BINS: tuple[tuple[int, int], ...] = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32),
                                       (33, 64), (65, 128), (129, 512))
 _MAX_POS = _BINS[-1][1]
-_BIN = [next(b for b, (lo, hi) in enumerate(_BINS) if lo <= j + 1 <= hi) for j in range(_MAX_POS)]
 _ZEROS = [0.0] * len(_BINS)
-_BIN_IDX = np.asarray(_BIN, dtype=np.intp)
+_BIN_IDX = np.asarray([next(b for b, (lo, hi) in enumerate(_BINS) if lo <= j + 1 <= hi)
+                       for j in range(_MAX_POS)], dtype=np.intp)
 _KS = np.arange(1, _MAX_POS + 1, dtype=np.float64)
+
+
+def _rate_count(draft: Draft, limit: int) -> int:
+    """How many leading draft tokens the acceptance model prices (at most `limit`)."""
+    n = min(len(draft), limit, _MAX_POS)
+    return n if draft.confidence is None else min(n, len(draft.confidence))
 
 
 class Controller:
@@ -106,11 +112,8 @@ class Controller:
 
     def expected_accepted(self, feature: str, k: int) -> float:
         """Expected accepted tokens of a k-token draft with this feature: S(1) + ... + S(k)."""
-        total, run = 0.0, 1.0
-        for r in self._rates(Draft(tokens=[0] * k, feature=feature)):
-            run *= r
-            total += run
-        return total
+        draft = Draft(tokens=[0] * k, feature=feature)
+        return float(np.cumprod(self._rates(draft, _rate_count(draft, k))).sum())
 
     def _hazards(self, feature: str) -> list[float]:
         """Per-token rejection hazard in each position bin, shrunk toward the prior."""
@@ -133,14 +136,14 @@ class Controller:
                 best, best_len = value, len(name)
         return best
 
-    def _rates(self, draft: Draft) -> list[float]:
-        """Chance that draft token j is accepted given tokens < j were, for each j."""
-        hz = self._hazards(draft.feature)
-        rates = [1.0 - hz[_BIN[j]] for j in range(min(len(draft), _MAX_POS))]
+    def _rates(self, draft: Draft, n: int) -> np.ndarray:
+        """Chance that draft token j is accepted given tokens < j were, for j < n (n at most
+        the draft's length, `_MAX_POS`, and its confidences' length)."""
+        rates = 1.0 - np.asarray(self._hazards(draft.feature))[_BIN_IDX[:n]]
         if draft.confidence is not None:
             # A model drafter's own confidence sharpens the per-feature rate token by token.
-            rates = [min(0.999, 0.5 * a + 0.5 * c)
-                     for a, c in zip(rates, draft.confidence, strict=False)]
+            conf = np.asarray(draft.confidence[:n], dtype=np.float64)
+            rates = np.minimum(0.999, 0.5 * rates + 0.5 * conf)
         return rates
 
     def best_prefix(self, draft: Draft, limit: int) -> tuple[int, float]:
@@ -150,17 +153,10 @@ class Controller:
         and a Python loop over 128 prefixes would cost more than the rest of the step.
         """
         one = self.verify_ms(1)
-        n = min(len(draft), limit, self.cfg.k_max, _MAX_POS)
-        if draft.confidence is not None:
-            n = min(n, len(draft.confidence))
+        n = _rate_count(draft, min(limit, self.cfg.k_max))
         if n <= 0:
             return 0, 1.0 / one
-        rates = 1.0 - np.asarray(self._hazards(draft.feature))[_BIN_IDX[:n]]
-        if draft.confidence is not None:
-            # A model drafter's own confidence sharpens the per-feature rate token by token.
-            conf = np.asarray(draft.confidence[:n], dtype=np.float64)
-            rates = np.minimum(0.999, 0.5 * rates + 0.5 * conf)
-        expected = 1.0 + np.cumsum(np.cumprod(rates))
+        expected = 1.0 + np.cumsum(np.cumprod(self._rates(draft, n)))
         if self._costs is None:
             # Costs change only when a step is observed; a step may search more than once.
             meas = self._measured_arr
