@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_spec.apply.merge import MergeResult
-from edge_spec.apply.plan import ApplyResult, check_policy, plan_apply
+from edge_spec.apply.plan import ApplyResult, check_policy, guard_mode, plan_apply
 from edge_spec.apply.region import RegionPlan, plan_regions, run_regions
 from edge_spec.apply.verdict import (
     MAX_PROBLEMS,
@@ -233,7 +233,8 @@ class Engine:
               sampling: SamplingSettings | None = None, draft: str | None = None,
               fixed_k: int | None = None, on_delta: Delta | None = None,
               cancel: threading.Event | None = None, on_lazy: str = "keep",
-              engine: str = "auto", path: str | None = None, guard: bool = True) -> ApplyResult:
+              engine: str = "auto", path: str | None = None,
+              guard: str | bool | None = None) -> ApplyResult:
         """Merge an edit snippet into a file.
 
         `engine`: "auto" returns the structural merge when it is sure of every hunk (no model
@@ -246,10 +247,13 @@ class Engine:
         answer is checked (`suspect`); one that still holds `... existing code ...` markers
         lists them in `lazy_lines` and `on_lazy` keeps it, returns the merge or raises.
         `path` (the file's name) picks the merge's language when `lang` does not. `guard`
-        (default on) bans marker lines the original does not have at decode time; it is part
-        of the target, so plain and speculative decoding both apply it.
+        (default `apply.guard`, "lines") constrains the answer at decode time: "lines" to
+        lines of the original and the snippet, "markers" against marker lines the original
+        lacks, "off" (False) not at all. It is part of the target, so plain and speculative
+        decoding both apply it.
         """
         check_policy(on_lazy)
+        guard = guard_mode(self.config.apply.guard if guard is None else guard)
         if engine not in APPLY_ENGINES:
             raise UserError(f"unknown apply engine {engine!r}: use one of "
                             f"{', '.join(APPLY_ENGINES)}")
@@ -307,7 +311,8 @@ def build_engine(model: str | None = None, drafter: str | None = None, *,
                  profile: str | None = None, draft: str | None = None, n_ctx: int | None = None,
                  threads: int | None = None, n_gpu_layers: int | None = None,
                  k_max: int | None = None, runtime: str | None = None,
-                 bundle: str | None = None, verify_bundle: bool = False) -> Engine:
+                 bundle: str | None = None, verify_bundle: bool = False,
+                 guard: str | None = None) -> Engine:
     """An Engine from command-line style options; precedence: option > profile > defaults.
 
     With no model, the demo pair (the profile's drafter model, if it names one). A `bundle`
@@ -320,7 +325,8 @@ def build_engine(model: str | None = None, drafter: str | None = None, *,
     prof = load_profile(profile) if profile else None
     cfg = prof.engine_config() if prof is not None else EngineConfig()
     cfg = cfg.override(n_ctx=n_ctx, threads=threads, n_gpu_layers=n_gpu_layers, kind=draft,
-                       backend=backend_name(runtime) if runtime else None, k_max=k_max)
+                       backend=backend_name(runtime) if runtime else None, k_max=k_max,
+                       guard=guard)
     if drafter is None and model is None and cfg.drafter.kind in ("hybrid", "model"):
         drafter = cfg.drafter.model or DEMO_DRAFTER
     return Engine(model or DEMO_TARGET, drafter, cfg)

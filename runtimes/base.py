@@ -104,18 +104,48 @@ class Runtime(Protocol):
     def is_eog(self, token: int) -> bool: ...
 
 
-Banned = Sequence[np.ndarray] | None  # per verify row: token ids the target may not choose
+@dataclass(frozen=True)
+class Only:
+    """A row mask that keeps only `ids` (sorted, unique): every other token is banned."""
+
+    ids: np.ndarray
+
+
+RowBan = np.ndarray | Only  # token ids the target may not choose, or the only ones it may
+Banned = Sequence[RowBan] | None  # per verify row
+
+
+def masked_argmax(row: np.ndarray, ban: RowBan | None) -> int:
+    """The argmax of one logits row under its mask (ties go to the lowest id, as unmasked)."""
+    if isinstance(ban, Only):
+        return int(ban.ids[row[ban.ids].argmax()]) if ban.ids.size else int(row.argmax())
+    if ban is not None and ban.size:
+        row = np.array(row, copy=True)
+        row[ban] = -np.inf
+    return int(row.argmax())
+
+
+def mask_row(row: np.ndarray, ban: RowBan) -> None:
+    """Set the banned logits of `row` (writable) to -inf."""
+    if isinstance(ban, Only):
+        if ban.ids.size:
+            keep = row[ban.ids].copy()
+            row[:] = -np.inf
+            row[ban.ids] = keep
+    elif ban.size:
+        row[ban] = -np.inf
+
+
+def has_only(banned: Banned) -> bool:
+    """Whether some row keeps a list of allowed ids (a device ban list would be the rest)."""
+    return banned is not None and any(isinstance(b, Only) for b in banned)
 
 
 def host_greedy(logits: np.ndarray, draft: Sequence[int], banned: Banned = None) -> list[int]:
     """`Runtime.greedy` on host logits rows: argmax row by row, stopping at the first mismatch."""
     out: list[int] = []
     for i in range(len(draft) + 1):
-        row = logits[i]
-        if banned is not None and banned[i].size:
-            row = np.array(row, copy=True)
-            row[banned[i]] = -np.inf
-        best = int(row.argmax())
+        best = masked_argmax(logits[i], None if banned is None else banned[i])
         out.append(best)
         if i == len(draft) or best != draft[i]:
             break

@@ -20,6 +20,7 @@ from edge_spec.errors import UserError, require
 from edge_spec.runtimes import hf_vocab
 from edge_spec.runtimes.base import (
     Banned,
+    Only,
     RuntimeOptions,
     VocabInfo,
     chunked_eval,
@@ -188,10 +189,15 @@ class TorchRuntime:
         torch = self._torch
         with torch.inference_mode():
             logits = self._run([int(t) for t in tokens], list(range(n)))
-            if banned is not None:
-                for i, ids in enumerate(banned):
-                    if ids.size:
-                        logits[i, torch.from_numpy(ids).to(self.device)] = float("-inf")
+            for i, ban in enumerate(banned or ()):
+                if isinstance(ban, Only):
+                    if ban.ids.size:
+                        keep = torch.from_numpy(ban.ids).to(self.device)
+                        row = logits[i, keep].clone()
+                        logits[i] = float("-inf")
+                        logits[i, keep] = row
+                elif ban.size:
+                    logits[i, torch.from_numpy(ban).to(self.device)] = float("-inf")
             best = logits.argmax(dim=-1)
             draft = torch.tensor([int(t) for t in tokens[1:]], dtype=best.dtype,
                                  device=best.device)

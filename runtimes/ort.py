@@ -36,6 +36,7 @@ from edge_spec.runtimes.base import (
     RuntimeOptions,
     VocabInfo,
     chunked_eval,
+    has_only,
     host_greedy,
     wanted_rows,
 )
@@ -99,10 +100,12 @@ class OrtRuntime:
 
     def greedy(self, tokens: Sequence[int], banned: Banned = None) -> list[int]:
         """Greedy verification with the graph's argmax: only one id per row crosses to the host
-        (on CUDA the logits stay on the device). Host argmax on an unedited graph or genai, and
-        past n_batch, where the rows span several forwards."""
+        (on CUDA the logits stay on the device). Host argmax on an unedited graph or genai, past
+        n_batch, where the rows span several forwards, and under an allow-list mask (`Only`),
+        whose ban list would be nearly the whole vocabulary."""
         n, dec = len(tokens), self._dec
-        if not n or n > self.n_batch or not isinstance(dec, SessionDecoder) or not dec.device_argmax:
+        if (not n or n > self.n_batch or not isinstance(dec, SessionDecoder) or not dec.device_argmax
+                or has_only(banned)):
             return host_greedy(self.eval(tokens, rows=range(n)), tokens[1:], banned)
         wanted_rows(self, n, range(n))
         chunk = [int(t) for t in tokens]

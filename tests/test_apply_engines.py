@@ -49,8 +49,9 @@ def test_auto_falls_back_to_the_model_and_model_always_runs_it() -> None:
 def test_a_wrong_model_answer_is_suspect() -> None:
     wrong = ORIG.replace("return 2\n", "return 20\n").replace("return 3\n", "return 33\n")
     rt = FakeRuntime(follow="```\n" + wrong + "```\n", n_ctx=8192)
+    # The wrong lines are in neither file, which the default guard would not let it write.
     res = Engine(rt, None, EngineConfig().override(kind="reference")).apply(
-        ORIG, SURE, engine="model", path="x.py")
+        ORIG, SURE, engine="model", path="x.py", guard="markers")
     assert res.text == wrong
     assert any("outside the edited regions" in p for p in res.suspect), res.suspect
 

@@ -324,6 +324,17 @@ def test_apply_endpoint(srv: SimpleNamespace) -> None:
     assert final["lazy_lines"] == d["lazy_lines"]
 
 
+def test_apply_takes_a_guard_and_rejects_an_unknown_one(srv: SimpleNamespace) -> None:
+    body = {"original": ORIGINAL, "update": UPDATE, "max_tokens": 48, "engine": "model"}
+    for guard in ("markers", "off"):
+        r = httpx.post(f"{srv.base}/v1/apply", json={**body, "guard": guard},
+                       headers=srv.headers, timeout=60)
+        assert r.status_code == 200, r.text
+    r = httpx.post(f"{srv.base}/v1/apply", json={**body, "guard": "everything"},
+                   headers=srv.headers, timeout=60)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "guard", r.text
+
+
 def test_continue_style_apply(srv: SimpleNamespace) -> None:
     # The shape Continue's apply role sends an OpenAI-style provider: the file and the edit in
     # the messages, the file again as the Predicted Outputs prediction.

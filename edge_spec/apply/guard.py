@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from edge_spec.core.guard import LineGuard
+from edge_spec.core.lineset import LineSet, VocabIndex
 
 _LEADERS = ("#", "//", "/*", "<!--", "--", ";", "%", "{/*")
 _ELLIPSIS = r"(?:\.\.\.|…)"
@@ -127,3 +128,28 @@ def apply_guard(original: str, token_text: Callable[[int], str], n_vocab: int,
                 _GUARDS.pop(next(iter(_GUARDS)))
             _GUARDS[key] = guard
     return guard
+
+
+_INDEXES: dict[tuple[str, int], VocabIndex] = {}
+
+
+def lines_guard(original: str, snippet: Sequence[str], stop: Sequence[str],
+                token_bytes: Callable[[int], bytes], n_vocab: int,
+                vocab_key: str = "") -> LineSet:
+    """The guard that keeps the answer to lines of the original and of the snippet (`snippet`:
+    its lines without markers), and lets it end (the closing fence of `stop`, or the end of
+    text) only after the last line of either: a merged file ends the way one of them does."""
+    key = (vocab_key, n_vocab)
+    index = _INDEXES.get(key) if vocab_key else None
+    if index is None:
+        index = VocabIndex(token_bytes, n_vocab)
+        if vocab_key:
+            if len(_INDEXES) >= 2:
+                _INDEXES.pop(next(iter(_INDEXES)))
+            _INDEXES[key] = index
+    own = [*original.split("\n"), *snippet]
+    ends = [ln for s in stop for ln in s.split("\n")]
+    tails = [next((ln for ln in reversed(x) if ln.strip()), "") for x in (original.split("\n"),
+                                                                       list(snippet))]
+    return LineSet(index, (t.encode("utf-8") for t in own),
+                   (t.encode("utf-8") for t in ends), (t.encode("utf-8") for t in tails))

@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edge_spec.apply.clean import clean_output, lazy_lines
-from edge_spec.apply.guard import apply_guard
+from edge_spec.apply.guard import apply_guard, lines_guard
 from edge_spec.apply.markers import snippet_markers
 from edge_spec.apply.merge import detect_language
 from edge_spec.apply.naive import MARKER, edit_references
 from edge_spec.apply.templates import Template, build_messages, pick_template
-from edge_spec.config.settings import LAZY_POLICIES
+from edge_spec.config.settings import GUARD_MODES, LAZY_POLICIES
 from edge_spec.core.chat import chat_tokens
-from edge_spec.core.guard import LineGuard
+from edge_spec.core.guard import Guard
 from edge_spec.core.stats import Stats
 from edge_spec.core.types import Reference
 from edge_spec.errors import UserError
@@ -67,7 +67,7 @@ class ApplyPlan:
     references: tuple[Reference, ...]
     budget: int
     merged: str  # the merge the model drafts from (LF line ends)
-    guard: LineGuard | None = None  # no marker line the original does not have (the target's)
+    guard: Guard | None = None  # the decode-time guard (part of the target), if any
     markers: tuple[str, ...] = ()  # the snippet's marker lines the original does not have
 
     @property
@@ -99,7 +99,7 @@ class ApplyPlan:
 def plan_apply(target: Runtime, original: str, update: str, instruction: str | None = None, *,
                template: str | None = None, lang: str = "",
                max_tokens: int | None = None, merged: str | None = None,
-               guard: bool = True) -> ApplyPlan:
+               guard: str | bool = "lines") -> ApplyPlan:
     """Build the plan for merging `update` into `original` with `target`.
 
     `merged` (the structural merge's best text, when there is one) replaces the naive merge as
@@ -115,13 +115,28 @@ def plan_apply(target: Runtime, original: str, update: str, instruction: str | N
                                            None if merged is None else merged.replace("\r\n", "\n"))
     budget = max_tokens or int(len(target.tokenize(original_lf + update_lf)) * 1.3) + 64
     markers = snippet_markers(original_lf, update_lf, detect_language(lang))
-    line_guard = None
-    if guard:
+    line_guard: Guard | None = None
+    guard = guard_mode(guard)
+    if guard == "lines":
+        own = set(markers) - {ln.strip() for ln in original_lf.splitlines()}
+        line_guard = lines_guard(original_lf, [ln for ln in snippet.split("\n")
+                                               if ln.strip() not in own],
+                                 stop, target.token_bytes, target.n_vocab,
+                                 target.vocab.fingerprint)
+    elif guard == "markers":
         line_guard = apply_guard(original_lf, lambda t: target.token_bytes(t).decode(
             "utf-8", "ignore"), target.n_vocab, target.vocab.fingerprint, markers)
     return ApplyPlan(original=original, template=tpl, tokens=tokens, prefix=prefix, stop=stop,
                      references=(merged_ref, orig_ref, Reference(snippet)), budget=budget,
                      merged=merged_ref.text, guard=line_guard, markers=markers)
+
+
+def guard_mode(guard: str | bool) -> str:
+    """`lines`, `markers` or `off` (True is the default guard, `lines`; False is `off`)."""
+    mode = {True: "lines", False: "off"}.get(guard, guard) if isinstance(guard, bool) else guard
+    if mode not in GUARD_MODES:
+        raise UserError(f"unknown guard {guard!r}: use one of {', '.join(GUARD_MODES)}")
+    return mode
 
 
 def check_policy(on_lazy: str) -> None:

@@ -21,9 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from edge_spec.core.guard import LineGuard
-from edge_spec.core.loop import guard_line
-from edge_spec.runtimes.base import Runtime, sync_prefix
+from edge_spec.core.guard import Guard, guard_line
+from edge_spec.runtimes.base import Runtime, mask_row, sync_prefix
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ def _advance(rt: Runtime, seq: Sequence[int], n: int) -> None:
 
 def divergence(rt: Runtime, prompt: Sequence[int], plain: Sequence[int], spec: Sequence[int],
                radius: int = 16, windows: Sequence[int] = (4, 16, 32),
-               guard: LineGuard | None = None) -> Divergence | None:
+               guard: Guard | None = None) -> Divergence | None:
     """The first divergence of `spec` from `plain` with its top-2 gap and local noise; None if equal.
 
     Noise: max |logit| difference between one-token and windowed evaluation of the plain tokens
@@ -79,12 +78,11 @@ def divergence(rt: Runtime, prompt: Sequence[int], plain: Sequence[int], spec: S
     _advance(rt, seq, lo)
     single = np.stack([rt.eval([t])[0].copy() for t in seq[lo:hi]])
     row = single[at - lo]
-    banned = guard.banned(guard_line(rt, prompt, None, *plain[:i])) if guard is not None else None
     spec_banned = False
-    if banned is not None and banned.size:
+    if guard is not None:
         row = row.copy()
-        row[banned] = -np.inf
-        spec_banned = i < len(spec) and bool(np.isin(spec[i], banned))
+        mask_row(row, guard.banned(guard_line(rt, prompt, None, *plain[:i])))
+        spec_banned = i < len(spec) and 0 <= spec[i] < row.size and row[spec[i]] == -np.inf
     top = np.sort(row)[-2:]
     noise = 0.0
     for w in windows:

@@ -16,7 +16,7 @@ from edge_spec.bench.peers import PldPeer
 from edge_spec.bench.peers_server import LlamaServerPeer, server_binary
 from edge_spec.bench.report import write_plots, write_results
 from edge_spec.cli.output import emit_json, int_range
-from edge_spec.config.settings import APPLY_ENGINES, BACKENDS, RuntimeSettings
+from edge_spec.config.settings import APPLY_ENGINES, BACKENDS, GUARD_MODES, RuntimeSettings
 from edge_spec.engine import build_engine
 
 
@@ -35,9 +35,11 @@ from edge_spec.engine import build_engine
               show_default=True,
               help="Apply engine for our modes: model (speed: the model writes every file), auto "
                    "(accuracy: the structural merge where it is sure) or merge.")
-@click.option("--no-guard", is_flag=True,
-              help="Apply without the decode-time guard against marker lines (for before/after "
-                   "measurements; the guard is part of the target, on by default).")
+@click.option("--guard", "guard", type=click.Choice(GUARD_MODES), default="lines",
+              show_default=True,
+              help="The decode-time apply guard (part of the target): lines of the original and "
+                   "the snippet only, no marker lines, or off (for before/after measurements).")
+@click.option("--no-guard", is_flag=True, help="The same as --guard off.")
 @click.option("--no-baseline", is_flag=True,
               help="Do not add the plain mode (accuracy runs; no speedups then).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench-out",
@@ -79,7 +81,8 @@ def bench(**o: Any) -> None:
         else:
             drafter = engine.drafter_path
             peers.server = LlamaServerPeer(binary, path, rt.n_ctx, rt.threads, drafter)
-    opts = RunOptions(o["max_tokens"], o["template"], o["apply_engine"], not o["no_guard"])
+    guard = "off" if o["no_guard"] else o["guard"]
+    opts = RunOptions(o["max_tokens"], o["template"], o["apply_engine"], guard)
     total = len(tasks) * len(modes) * o["repeat"]
     try:
         records = _with_progress(total, lambda cb: run_bench(engine, tasks, modes, o["repeat"],
@@ -93,7 +96,7 @@ def bench(**o: Any) -> None:
             "n_tasks": len(tasks), "repeat": o["repeat"], "model": engine.model_name,
             "drafter": engine.drafter_name, "threads": rt.threads or "all",
             "profile": o["profile"] or "built-in defaults",
-            "template": o["template"] or "from the model", "engine": o["apply_engine"], "guard": not o["no_guard"],
+            "template": o["template"] or "from the model", "engine": o["apply_engine"], "guard": guard,
             "machine": machine(), "date": _dt.datetime.now().isoformat(timespec="seconds")}
     write_results(out, records, summary, meta)
     focus = next((m.name for m in modes if m.name.startswith("spec-adaptive")), modes[-1].name)

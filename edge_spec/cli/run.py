@@ -22,6 +22,7 @@ from edge_spec.cli.review import (
 from edge_spec.config.settings import (
     APPLY_ENGINES,
     BACKENDS,
+    GUARD_MODES,
     LAZY_POLICIES,
     MAX_POINT,
     ControllerSettings,
@@ -69,9 +70,11 @@ def result_dict(res: Any, engine: Any, text: str) -> dict[str, Any]:
               help="Code apply: when the check finds the model's file wrong (snippet lines "
                    "missing, original code dropped outside the edit, a parse error): leave "
                    "--out untouched, or write it anyway; either way exit code 3.")
-@click.option("--no-guard", is_flag=True,
-              help="Code apply: let the model write marker lines the original lacks (the guard "
-                   "against lazy answers is on by default; it is part of the target).")
+@click.option("--guard", "guard", type=click.Choice(GUARD_MODES), default=None,
+              help="Code apply: what the model may write (part of the target): lines: only "
+                   "lines of the original and the snippet (default); markers: "
+                   "anything but marker lines the original lacks; off: anything.")
+@click.option("--no-guard", is_flag=True, help="Code apply: the same as --guard off.")
 @click.option("--diff", "show_diff", is_flag=True,
               help="Code apply: print the change as a unified diff with each hunk's verdict "
                    "instead of the file (with --out, the file is written too).")
@@ -137,7 +140,7 @@ def run(**o: Any) -> None:
         res = engine.apply(original, update, o["instruction"], template=o["template"], lang=lang,
                            max_tokens=o["max_tokens"], sampling=sampling, fixed_k=o["fixed_k"],
                            on_delta=cb, on_lazy=policy, engine=o["apply_engine"],
-                           guard=not o["no_guard"],
+                           guard="off" if o["no_guard"] else o["guard"],
                            path=None if o["original"] == "-" else o["original"])
         text = res.text
         if streaming and not res.raw.endswith("\n") and text.endswith("\n"):

@@ -11,6 +11,7 @@ import click
 from edge_spec.cli.output import int_range, model_options
 from edge_spec.config.settings import (
     BACKENDS,
+    GUARD_MODES,
     ClusterSettings,
     RuntimeSettings,
     ServerSettings,
@@ -33,7 +34,8 @@ def engine_options(o: dict[str, Any]) -> dict[str, Any]:
     return {"model": o["model"], "drafter": o["drafter"], "profile": o.get("profile"),
             "draft": o["draft"], "n_ctx": o["n_ctx"], "threads": o["threads"],
             "n_gpu_layers": o["n_gpu_layers"], "runtime": o.get("runtime"),
-            "bundle": o.get("bundle"), "verify_bundle": bool(o.get("verify"))}
+            "bundle": o.get("bundle"), "verify_bundle": bool(o.get("verify")),
+            "guard": o.get("guard")}
 
 
 def engine_factory(o: dict[str, Any]):  # noqa: ANN201 - returns a callable
@@ -74,6 +76,9 @@ def serve_cluster(o: dict[str, Any], settings: ServerSettings) -> None:
 @click.option("--n-ctx", type=int_range(RuntimeSettings, "n_ctx"), default=None, help="Context size.")
 @click.option("--threads", type=int_range(RuntimeSettings, "threads"), default=None, help="CPU threads (0: all).")
 @click.option("--n-gpu-layers", type=int, default=None, help="Layers to offload to the GPU.")
+@click.option("--guard", type=click.Choice(GUARD_MODES), default=None,
+              help="Code apply: the decode-time guard when a request names none (default "
+                   "lines: only lines of the original and the snippet; markers; off).")
 @click.option("--cluster", is_flag=True,
               help="Serve on Ray Serve: engine replicas across a Ray cluster (extra `cluster`).")
 @click.option("--replicas", type=int_range(ClusterSettings, "replicas"),

@@ -12,10 +12,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from typing import Protocol, overload
 
 import numpy as np
 
+from edge_spec.runtimes.base import RowBan, Runtime
+
 _NONE = np.zeros(0, dtype=np.int64)
+
+
+class Guard(Protocol):
+    """A constraint on the target by line: the row mask after `line_context` of the output."""
+
+    def banned(self, line: bytes | str) -> RowBan: ...
 
 
 class LineGuard:
@@ -67,8 +76,10 @@ class LineGuard:
         """Whether a line starting with `text` can still be (or already is) a bad start."""
         return bool(self._risky.fullmatch(text.lstrip()) or self._forbidden.match(text))
 
-    def banned(self, line: str) -> np.ndarray:
+    def banned(self, line: bytes | str) -> np.ndarray:
         """Token ids that must not follow `line` (the current line's text so far)."""
+        if isinstance(line, bytes):
+            line = last_line(line).decode("utf-8", "ignore")
         key = line.lstrip()
         if not self._risky.fullmatch(key):
             key = "\n"  # any safe line: only a newline inside the token can start a bad line
@@ -117,7 +128,66 @@ class LineGuard:
                 logits[i, ids] = -np.inf
 
 
-def last_line(text: str) -> str:
-    """The text after the last newline."""
-    cut = text.rfind("\n")
+def last_line(text: bytes) -> bytes:
+    """The bytes after the last newline."""
+    cut = text.rfind(b"\n")
     return text if cut < 0 else text[cut + 1:]
+
+
+def line_context(text: bytes) -> bytes:
+    """What a guard sees of the text so far: the current line, after the last non-blank
+    complete line and any blank lines since (all of `text` when it has no such line)."""
+    end = text.rfind(b"\n")
+    while end >= 0:
+        start = text.rfind(b"\n", 0, end) + 1
+        if text[start:end].strip(b" \t"):
+            return text[start:]
+        if start == 0:
+            break
+        end = start - 1
+    return text
+
+
+def guard_line(rt: Runtime, prompt: Sequence[int], line: bytes | None = None,
+               *tokens: int) -> bytes:
+    """The guard's view of the output (`line_context`; bytes, so a character split over
+    tokens stays whole): from the prompt's tail when `line` is None, then after each of
+    `tokens` (the one place the loop, and the near-tie check, track it)."""
+    if line is None:
+        line = line_context(b"".join(rt.token_bytes(t) for t in prompt[-16:]))
+    for tok in tokens:
+        line = line_context(line + rt.token_bytes(tok))
+    return line
+
+
+class RowMasks(Sequence[RowBan]):
+    """The guard's mask per verify row (row i follows draft[:i] after `line`), each computed
+    when first read: a host argmax stops at the first mismatch and never reads the rest."""
+
+    def __init__(self, guard: Guard, line: bytes, draft: Sequence[int], rt: Runtime) -> None:
+        self._guard, self._rt, self._draft = guard, rt, draft
+        self._lines = [line]
+        self._got: dict[int, RowBan] = {}
+
+    def __len__(self) -> int:
+        return len(self._draft) + 1
+
+    @overload
+    def __getitem__(self, i: int) -> RowBan: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[RowBan]: ...
+
+    def __getitem__(self, i: int | slice) -> RowBan | list[RowBan]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        i %= len(self)
+        got = self._got.get(i)
+        if got is None:
+            while len(self._lines) <= i:
+                self._lines.append(guard_line(self._rt, (), self._lines[-1],
+                                              self._draft[len(self._lines) - 1]))
+            got = self._got[i] = self._guard.banned(self._lines[i])
+        return got

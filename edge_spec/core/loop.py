@@ -11,13 +11,13 @@ import numpy as np
 
 from edge_spec.config.settings import SamplingSettings
 from edge_spec.core.controller import FixedK, Policy
-from edge_spec.core.guard import LineGuard, last_line
+from edge_spec.core.guard import Guard, RowMasks, guard_line
 from edge_spec.core.stats import Stats, Step
 from edge_spec.core.textstream import TextStream
 from edge_spec.core.types import Drafter, Reference
 from edge_spec.core.verify import verify_stochastic
 from edge_spec.errors import UserError
-from edge_spec.runtimes.base import Runtime, sync_prefix
+from edge_spec.runtimes.base import RowBan, Runtime, mask_row, sync_prefix
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class GenConfig:
     stop: tuple[str, ...] = ()
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
     fixed_k: int | None = None
-    guard: LineGuard | None = None  # part of the target: plain and speculative both apply it
+    guard: Guard | None = None  # part of the target: plain and speculative both apply it
 
 
 @dataclass
@@ -98,7 +98,7 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
     ctx, out = list(prompt), list[int]()
     pending = ctx[-1]
     guard = cfg.guard
-    line = guard_line(target, prompt) if guard else ""
+    line = guard_line(target, prompt) if guard else b""
     stream = TextStream(target.token_bytes, cfg.stop)
     emit = on_delta or (lambda _d: None)
     finish = ""
@@ -114,7 +114,7 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
         draft, k = policy.select(drafters, ctx, limit)
         d = draft.tokens[:k]
         t0 = clock()
-        banned = _banned(guard, line, d, target) if guard is not None else None
+        banned = RowMasks(guard, line, d, target) if guard is not None else None
         if cfg.sampling.greedy:  # the runtime takes the argmax (on the device for GPUs)
             ids = target.greedy([pending, *d], banned)
             n_acc, nxt = len(ids) - 1, ids[-1]
@@ -161,31 +161,11 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
     return GenResult(text=stream.text, tokens=out, stats=stats)
 
 
-def guard_line(rt: Runtime, prompt: Sequence[int], line: str | None = None,
-               *tokens: int) -> str:
-    """The guard's current line: from the prompt's tail when `line` is None, then after each
-    of `tokens` (the one place the loop, and the near-tie check, track it)."""
-    if line is None:
-        line = last_line(rt.detokenize(list(prompt[-16:])))
-    for tok in tokens:
-        line = last_line(line + rt.token_bytes(tok).decode("utf-8", "ignore"))
-    return line
-
-
-def _banned(guard: LineGuard, line: str, draft: Sequence[int], rt: Runtime) -> list[np.ndarray]:
-    """The guard's banned ids per verify row (row i follows draft[:i] after `line`)."""
-    lines = [line]
-    for tok in draft:
-        lines.append(guard_line(rt, (), lines[-1], tok))
-    return [guard.banned(ln) for ln in lines]
-
-
-def _masked(logits: np.ndarray, banned: Sequence[np.ndarray]) -> np.ndarray:
+def _masked(logits: np.ndarray, banned: Sequence[RowBan]) -> np.ndarray:
     if not logits.flags.writeable:
         logits = logits.copy()
-    for i, ids in enumerate(banned):
-        if ids.size:
-            logits[i, ids] = -np.inf
+    for i, ban in enumerate(banned):
+        mask_row(logits[i], ban)
     return logits
 
 

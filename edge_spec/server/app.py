@@ -306,7 +306,7 @@ def create_app(engine: Any, settings: ServerSettings | None = None,
             res = eng.apply(req.original, req.update, req.instruction, template=req.template,
                             lang=req.lang, max_tokens=req.max_tokens, sampling=sampling,
                             on_delta=ex.on_delta if req.stream else None, cancel=ex.cancel,
-                            engine=req.engine, path=req.path)
+                            engine=req.engine, path=req.path, guard=req.guard)
             return Outcome(res.text, res.stats, res.stats.finish_reason,
                            lazy_lines=res.lazy_lines, apply=res.to_dict())
 

@@ -140,6 +140,8 @@ class ApplyRequest(_Base):
     lang: str = ""
     path: str | None = None  # the file's name: picks the structural merge's language
     engine: Literal["auto", "model", "merge", "region"] = "auto"
+    # The decode-time guard on the model's answer; None: the server's (`serve --guard`).
+    guard: Literal["lines", "markers", "off"] | None = None
 
 
 # ---------------------------------------------------------------------------------------------

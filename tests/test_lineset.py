@@ -1,0 +1,191 @@
+"""The lines guard: an apply answer may write only lines of the original and the snippet."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from edge_spec.apply.guard import lines_guard
+from edge_spec.config.settings import ControllerSettings, EngineConfig, SamplingSettings
+from edge_spec.core.controller import Controller
+from edge_spec.core.guard import line_context
+from edge_spec.core.lineset import LineSet, VocabIndex
+from edge_spec.core.loop import GenConfig, generate
+from edge_spec.drafters.reference import ReferenceDrafter
+from edge_spec.engine import Engine
+from edge_spec.runtimes.base import Only
+from edge_spec.runtimes.fake import FakeRuntime
+
+ORIG = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(6))
+SNIPPET = ["# ... existing code ...", "def f3(x):", "    return x * 3  # tripled", ""]
+# What a lazy target would write: a marker, a comment out of the instruction, a reworded line.
+LAZY = ("def f0(x):\n    return x + 0\n\n# Triple f3 as asked\n# ... existing code ...\n"
+        "def f3(x):\n    return 3 * x\n```\n")
+
+_WORDS = [b"", b" ", b"  ", b"    ", b"\t", b"\n", b"\n\n", b"\n    ", b":\n", b"):\n",
+          b"def", b" f", b"f", b"0", b"3", b"(x", b"(x):", b"):", b" return", b"return",
+          b" x", b" +", b" *", b" 3", b" 0", b"  #", b" #", b"#", b" tri", b"pled", b" tripled",
+          b"\xc3", b"\xa9", b"\xc3\xa9", b" ...", b"...", b"```", b"```\n", b" = 1", b"x",
+          b"x = 1", b"x = 1 ", b"1 ", b"\n\n    return", b"\n# no", b" \n", b"    return x",
+          b"\r", b"\x0c", b"y = 2 ", b" 2  ", b"2  \n", b" 2"]
+_LINES = [b"def f0(x):", b"    return x + 0", b"x = 1", b"y = 2  ", b"caf\xc3\xa9 = 2", b"    return x * 3  # tripled",
+          b"```", b"def f3(x):"]
+
+
+def _brute(lines: list[bytes], vocab: list[bytes], ctx: bytes, ends: list[bytes] = (),
+           tails: list[bytes] = ()) -> set[int]:
+    """The allowed ids by definition, simulated on the text: every line a token completes is
+    allowed or blank (an end line only after a tail line), the line it leaves open can still
+    become one, and a control token ends a complete line that may end the answer."""
+    ws = b" \t"
+
+    def forms(xs: list[bytes]) -> set[bytes]:
+        return {x.lstrip(ws) for x in xs if x.strip(ws)} | {x.strip(ws) for x in xs if x.strip(ws)}
+
+    body, fin, tail_forms = forms(lines), forms(lines) | forms(ends), forms(tails)
+
+    def allowed(regime: bool) -> set[bytes]:
+        return fin if regime else body
+
+    def after(regime: bool, seg: bytes) -> bool:
+        return regime if not seg.strip(ws) else (not tail_forms or seg.strip(ws) in tail_forms)
+
+    def complete(seg: bytes, regime: bool) -> bool:
+        return not seg.strip(ws) or seg.lstrip(ws) in allowed(regime)
+
+    def open_(seg: bytes, regime: bool) -> bool:
+        key = seg.lstrip(ws)
+        return not key or any(f.startswith(key) for f in allowed(regime))
+
+    *before, line = ctx.split(b"\n")
+    start = (not tail_forms) or bool(before) and before[0].strip(ws) in tail_forms
+    out = set()
+    for tid, tok in enumerate(vocab):
+        regime = start
+        if not tok:
+            ok = complete(line, regime) and after(regime, line)
+        else:
+            *done, last = (line + tok).split(b"\n")
+            ok = True
+            for seg in done:
+                ok = ok and complete(seg, regime)
+                regime = after(regime, seg)
+            ok = ok and open_(last, regime)
+        if ok:
+            out.add(tid)
+    return out
+
+
+@pytest.mark.parametrize("line", [b"", b"    ", b"def", b"def f", b"def f0(x):", b"    return x",
+                                  b"    return x + 0", b"x = 1", b"x = ", b"caf\xc3",
+                                  b"    return x * 3 ", b"``", b"\t", b"y = 2", b"y = 2 ", b"y = "])
+@pytest.mark.parametrize("prev", [b"", b"x = 1\n", b"def f3(x):\n\n", b"```py\n"])
+def test_the_allowed_ids_are_the_definitions(line: bytes, prev: bytes) -> None:
+    ends, tails = [b"```"], [b"def f3(x):", b"y = 2  "]
+    ls = LineSet(VocabIndex(lambda t: _WORDS[t], len(_WORDS)), _LINES, ends, tails)
+    got = ls.banned(prev + line)
+    if not isinstance(got, Only):  # a line no allowed token leads to is left free
+        assert not _brute(_LINES, [w for w in _WORDS if w], prev + line, ends, tails)
+        return
+    assert set(got.ids.tolist()) == _brute(_LINES, _WORDS, prev + line, ends, tails), line
+
+
+def test_line_context_keeps_the_last_non_blank_line() -> None:
+    assert line_context(b"a\nb\n\n  \nc") == b"b\n\n  \nc"
+    assert line_context(b"a\nb") == b"a\nb"
+    assert line_context(b"\n\nx") == b"\n\nx"
+    assert line_context(b"abc") == b"abc"
+
+
+def test_the_answer_ends_only_after_a_last_line() -> None:
+    ix = VocabIndex(lambda t: _WORDS[t], len(_WORDS))
+    ls = LineSet(ix, [ln for ln in _LINES if ln != b"```"], [b"```"], [b"def f3(x):"])
+    fence, eos = _WORDS.index(b"```"), _WORDS.index(b"")
+    for ctx in (b"x = 1\n", b"x = 1\n\n", b"```py\n", b"x = 1"):
+        ids = set(ls.banned(ctx).ids.tolist())
+        assert fence not in ids and eos not in ids, ctx
+    for ctx in (b"def f3(x):\n", b"    def f3(x):\n\n", b"def f3(x):"):
+        assert eos in set(ls.banned(ctx).ids.tolist()), ctx
+    assert fence in set(ls.banned(b"def f3(x):\n").ids.tolist())
+
+
+def test_a_line_the_guard_never_allowed_is_left_free() -> None:
+    # Only the prompt's last line can be one (the guard keeps every line it sees open).
+    ls = LineSet(VocabIndex(lambda t: _WORDS[t], len(_WORDS)), _LINES)
+    got = ls.banned(b"x = 1 ")
+    assert not isinstance(got, Only) and got.size == 0
+
+
+def test_random_vocabularies_agree_with_the_definition() -> None:
+    rng = random.Random(7)
+    alphabet = [b"a", b"b", b" ", b"\n", b"(", b")", b"#", b"\xc3", b"\xa9"]
+    for _ in range(30):
+        vocab = [b""] + list({b"".join(rng.choices(alphabet, k=rng.randint(1, 4)))
+                              for _ in range(120)})
+        lines = [b"".join(rng.choices(alphabet[:3] + alphabet[4:], k=rng.randint(1, 8)))
+                 for _ in range(6)]
+        ends, tails = [b"##"], lines[-1:]
+        ls = LineSet(VocabIndex(lambda t, v=vocab: v[t], len(vocab)), lines, ends, tails)
+        for prev in (b"", lines[-1] + b"\n", lines[0] + b"\n \n"):
+            for n in range(0, 6):
+                ctx = prev + lines[0][:n]
+                got = ls.banned(ctx)
+                ids = set(got.ids.tolist()) if isinstance(got, Only) else None
+                assert ids == _brute(lines, vocab, ctx, ends, tails), (lines, ctx)
+
+
+def _run(rt: FakeRuntime, guard, drafters, fixed_k=None):  # noqa: ANN001, ANN202
+    prompt = rt.tokenize("Apply:\n" + ORIG + "\nAnswer:\n```\n", add_bos=True)
+    cfg = GenConfig(max_tokens=200, stop=("\n```",), guard=guard, fixed_k=fixed_k)
+    ctl = Controller(ControllerSettings(verify_ms={1: 10.0, 128: 11.0}))
+    return generate(rt, prompt, drafters, ctl, cfg, [LAZY, ORIG])
+
+
+def _guard(rt: FakeRuntime):  # noqa: ANN202
+    return lines_guard(ORIG, SNIPPET[1:], ("\n```",), rt.token_bytes, rt.n_vocab)
+
+
+def _allowed_lines() -> set[str]:
+    return {ln.strip() for ln in ORIG.splitlines() + SNIPPET[1:]} | {"```", ""}
+
+
+def test_the_guarded_target_writes_only_allowed_lines() -> None:
+    lazy = _run(FakeRuntime(follow="```\n" + LAZY), None, [])
+    assert "# Triple f3 as asked" in lazy.text and "# ... existing code ..." in lazy.text
+    res = _run(FakeRuntime(follow="```\n" + LAZY), _guard(FakeRuntime()), [])
+    assert res.text.strip()
+    assert all(ln.strip() in _allowed_lines() for ln in res.text.splitlines()), res.text
+
+
+@pytest.mark.parametrize("fixed_k", [None, 1, 3, 16, 64])
+def test_speculative_equals_plain_under_the_lines_guard(fixed_k: int | None) -> None:
+    plain = _run(FakeRuntime(follow="```\n" + LAZY), _guard(FakeRuntime()), [])
+    rt = FakeRuntime(follow="```\n" + LAZY)
+    spec = _run(rt, _guard(rt), [ReferenceDrafter(rt)], fixed_k)  # its reference is lazy
+    assert spec.tokens == plain.tokens
+    assert spec.stats.drafted > 0
+
+
+def test_sampling_under_the_lines_guard_keeps_to_the_lines() -> None:
+    rt = FakeRuntime(follow="```\n" + LAZY, sharpness=1.0)
+    prompt = rt.tokenize("Apply:\n" + ORIG + "\nAnswer:\n```\n", add_bos=True)
+    for seed in range(3):
+        cfg = GenConfig(max_tokens=120, stop=("\n```",), guard=_guard(rt),
+                        sampling=SamplingSettings(temperature=1.0, seed=seed))
+        ctl = Controller(ControllerSettings(verify_ms={1: 10.0, 128: 11.0}))
+        res = generate(rt, prompt, [ReferenceDrafter(rt)], ctl, cfg, [LAZY, ORIG])
+        done = res.text.split("\n")[:-1]  # the last line may be cut by max_tokens
+        assert all(ln.strip() in _allowed_lines() for ln in done), res.text
+
+
+def test_engine_apply_guards_by_lines_by_default_and_takes_the_other_modes() -> None:
+    rt = FakeRuntime(follow="```\n" + LAZY, n_ctx=8192)
+    eng = Engine(rt, None, EngineConfig().override(kind="reference"))
+    upd = "\n".join(SNIPPET)
+    lines = eng.apply(ORIG, upd, engine="model")
+    assert "# Triple f3 as asked" not in lines.text and not lines.lazy_lines
+    markers = eng.apply(ORIG, upd, engine="model", guard="markers")
+    assert "# Triple f3 as asked" in markers.text and not markers.lazy_lines
+    off = eng.apply(ORIG, upd, engine="model", guard="off")
+    assert off.lazy_lines
