@@ -34,22 +34,27 @@ _LINES = [b"def f0(x):", b"    return x + 0", b"x = 1", b"y = 2  ", b"caf\xc3\xa
 
 
 def _brute(lines: list[bytes], vocab: list[bytes], ctx: bytes, ends: list[bytes] = (),
-           tails: list[bytes] = ()) -> set[int]:
+           tails: list[bytes] = (), spent: frozenset[bytes] = frozenset()) -> set[int]:
     """The allowed ids by definition, simulated on the text: every line a token completes is
-    allowed or blank (an end line only after a tail line), the line it leaves open can still
-    become one, and a control token ends a complete line that may end the answer."""
+    allowed (not spent: written as often as `lines` has it) or blank, an end line only after a
+    tail line (or once every tail is spent), the line it leaves open can still become one, and
+    a control token ends a complete line that may end the answer."""
     ws = b" \t"
 
     def forms(xs: list[bytes]) -> set[bytes]:
         return {x.lstrip(ws) for x in xs if x.strip(ws)} | {x.strip(ws) for x in xs if x.strip(ws)}
 
     body, fin, tail_forms = forms(lines), forms(lines) | forms(ends), forms(tails)
+    tail_keys = {t.strip(ws) for t in tail_forms}
+
+    def tail(line: bytes) -> bool:
+        return not tail_forms or line in tail_forms or tail_keys <= spent
 
     def allowed(regime: bool) -> set[bytes]:
-        return fin if regime else body
+        return {f for f in (fin if regime else body) if f.strip(ws) not in spent}
 
     def after(regime: bool, seg: bytes) -> bool:
-        return regime if not seg.strip(ws) else (not tail_forms or seg.strip(ws) in tail_forms)
+        return regime if not seg.strip(ws) else tail(seg.strip(ws))
 
     def complete(seg: bytes, regime: bool) -> bool:
         return not seg.strip(ws) or seg.lstrip(ws) in allowed(regime)
@@ -59,7 +64,8 @@ def _brute(lines: list[bytes], vocab: list[bytes], ctx: bytes, ends: list[bytes]
         return not key or any(f.startswith(key) for f in allowed(regime))
 
     *before, line = ctx.split(b"\n")
-    start = (not tail_forms) or bool(before) and before[0].strip(ws) in tail_forms
+    first = before[0].strip(ws) if before else b""
+    start = tail(first) if first else (not tail_forms or tail_keys <= spent)
     out = set()
     for tid, tok in enumerate(vocab):
         regime = start
@@ -133,6 +139,37 @@ def test_random_vocabularies_agree_with_the_definition() -> None:
                 got = ls.banned(ctx)
                 ids = set(got.ids.tolist()) if isinstance(got, Only) else None
                 assert ids == _brute(lines, vocab, ctx, ends, tails), (lines, ctx)
+
+
+def test_walks_through_the_guard_agree_with_the_definition() -> None:
+    # Lines repeat (counts matter), tails end the answer, and a walk spends lines as it goes.
+    rng = random.Random(11)
+    alphabet = [b"a", b"b", b" ", b"\n", b"(", b")", b"\xc3", b"\xa9"]
+    for _ in range(40):
+        vocab = [b""] + list({b"".join(rng.choices(alphabet, k=rng.randint(1, 4)))
+                              for _ in range(150)})
+        base = [b"".join(rng.choices(alphabet[:3] + alphabet[4:], k=rng.randint(1, 6)))
+                for _ in range(5)]
+        lines = base + rng.choices(base, k=3)
+        ends, tails = [b"##"], [base[-1]]
+        ls = LineSet(VocabIndex(lambda t, v=vocab: v[t], len(vocab)), lines, ends, tails)
+        state = ls.start(b"```\n")
+        for _step in range(40):
+            got = ls.banned(state)
+            if not isinstance(got, Only) or not got.ids.size:
+                break
+            want = _brute(lines, vocab, state.ctx, ends, tails, state.spent)
+            assert set(got.ids.tolist()) == want, (lines, state)
+            tok = int(rng.choice(got.ids.tolist()))
+            if not vocab[tok]:
+                break
+            state = ls.advance(state, vocab[tok])
+
+
+def test_no_line_is_written_more_often_than_the_texts_have_it() -> None:
+    rt = FakeRuntime(follow="```\n" + "def f0(x):\n    return x + 0\n" * 6 + "```\n")
+    res = _run(rt, _guard(rt), [ReferenceDrafter(rt)])
+    assert res.text.count("def f0(x):") == 1, res.text  # once in the original, never in the snippet
 
 
 def _run(rt: FakeRuntime, guard, drafters, fixed_k=None):  # noqa: ANN001, ANN202

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from edge_spec.bench.neartie import divergence, first_difference
+from edge_spec.core.guard import LineContext
 from edge_spec.runtimes.fake import FakeRuntime
 
 
@@ -52,13 +53,13 @@ def test_real_runtime_reports_gap_and_noise(smollm2_rt) -> None:  # noqa: ANN001
     assert d.top2_gap >= 0 and d.noise >= 0
 
 
-class _BanOne:
+class _BanOne(LineContext):
     """A guard stand-in that bans one token on every line."""
 
     def __init__(self, tok: int) -> None:
         self.ids = np.asarray([tok], dtype=np.int64)
 
-    def banned(self, line: str) -> np.ndarray:  # noqa: ARG002 - the same ban on every line
+    def banned(self, line: bytes) -> np.ndarray:  # noqa: ARG002 - the same ban on every line
         return self.ids
 
 
@@ -70,9 +71,9 @@ def test_the_gap_is_taken_over_the_tokens_the_guard_allows() -> None:
     row = rt.eval(list(prompt) + plain[:5])[0].copy()
     t0, t1, t2 = (int(t) for t in np.argsort(row)[::-1][:3])
     guarded, spec = plain[:5] + [t1], plain[:5] + [t2]
-    d = divergence(rt, prompt, guarded, spec, guard=_BanOne(t0))  # type: ignore[arg-type]
+    d = divergence(rt, prompt, guarded, spec, guard=_BanOne(t0))
     assert d is not None and not d.spec_banned
     # The banned favourite t0 is no candidate: the gap is t1's lead over t2, not t0's over t1.
     assert d.top2_gap == pytest.approx(float(row[t1] - row[t2]), abs=1e-3)
-    d = divergence(rt, prompt, guarded, plain[:5] + [t0], guard=_BanOne(t0))  # type: ignore[arg-type]
+    d = divergence(rt, prompt, guarded, plain[:5] + [t0], guard=_BanOne(t0))
     assert d is not None and d.spec_banned and not d.near_tie

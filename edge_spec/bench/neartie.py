@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_spec.core.guard import Guard, guard_line
+from edge_spec.core.guard import Guard, guard_state
 from edge_spec.runtimes.base import Runtime, mask_row, sync_prefix
 
 
@@ -81,8 +81,8 @@ def divergence(rt: Runtime, prompt: Sequence[int], plain: Sequence[int], spec: S
     spec_banned = False
     if guard is not None:
         row = row.copy()
-        mask_row(row, guard.banned(guard_line(rt, prompt, None, *plain[:i])))
-        spec_banned = i < len(spec) and 0 <= spec[i] < row.size and row[spec[i]] == -np.inf
+        mask_row(row, guard.banned(guard_state(guard, rt, prompt, None, *plain[:i])))
+        spec_banned = i < len(spec) and 0 <= spec[i] < row.size and bool(row[spec[i]] == -np.inf)
     top = np.sort(row)[-2:]
     noise = 0.0
     for w in windows:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Protocol, overload
+from typing import Any, Protocol, overload
 
 import numpy as np
 
@@ -22,12 +22,27 @@ _NONE = np.zeros(0, dtype=np.int64)
 
 
 class Guard(Protocol):
-    """A constraint on the target by line: the row mask after `line_context` of the output."""
+    """A constraint on the target: a state that follows the output's bytes, and the row mask
+    in each state. The state is the guard's own (`start` it from the prompt's tail)."""
 
-    def banned(self, line: bytes | str) -> RowBan: ...
+    def start(self, tail: bytes) -> Any: ...
+
+    def advance(self, state: Any, piece: bytes) -> Any: ...
+
+    def banned(self, state: Any) -> RowBan: ...
 
 
-class LineGuard:
+class LineContext:
+    """For guards whose state is `line_context` of the output."""
+
+    def start(self, tail: bytes) -> bytes:
+        return line_context(tail)
+
+    def advance(self, state: bytes, piece: bytes) -> bytes:
+        return line_context(state + piece)
+
+
+class LineGuard(LineContext):
     """Bans tokens that would make a line match `forbidden` (a regex anchored at line start).
 
     `risky` matches the stripped text of a line that is still a prefix of a forbidden start
@@ -148,25 +163,25 @@ def line_context(text: bytes) -> bytes:
     return text
 
 
-def guard_line(rt: Runtime, prompt: Sequence[int], line: bytes | None = None,
-               *tokens: int) -> bytes:
-    """The guard's view of the output (`line_context`; bytes, so a character split over
-    tokens stays whole): from the prompt's tail when `line` is None, then after each of
-    `tokens` (the one place the loop, and the near-tie check, track it)."""
-    if line is None:
-        line = line_context(b"".join(rt.token_bytes(t) for t in prompt[-16:]))
+def guard_state(guard: Guard, rt: Runtime, prompt: Sequence[int], state: Any = None,
+                *tokens: int) -> Any:
+    """The guard's state: from the prompt's tail when `state` is None, then after each of
+    `tokens` (bytes, so a character split over tokens stays whole; the one place the loop,
+    and the near-tie check, track it)."""
+    if state is None:
+        state = guard.start(b"".join(rt.token_bytes(t) for t in prompt[-16:]))
     for tok in tokens:
-        line = line_context(line + rt.token_bytes(tok))
-    return line
+        state = guard.advance(state, rt.token_bytes(tok))
+    return state
 
 
 class RowMasks(Sequence[RowBan]):
-    """The guard's mask per verify row (row i follows draft[:i] after `line`), each computed
+    """The guard's mask per verify row (row i follows draft[:i] after `state`), each computed
     when first read: a host argmax stops at the first mismatch and never reads the rest."""
 
-    def __init__(self, guard: Guard, line: bytes, draft: Sequence[int], rt: Runtime) -> None:
+    def __init__(self, guard: Guard, state: Any, draft: Sequence[int], rt: Runtime) -> None:
         self._guard, self._rt, self._draft = guard, rt, draft
-        self._lines = [line]
+        self._lines = [state]
         self._got: dict[int, RowBan] = {}
 
     def __len__(self) -> int:
@@ -187,7 +202,7 @@ class RowMasks(Sequence[RowBan]):
         got = self._got.get(i)
         if got is None:
             while len(self._lines) <= i:
-                self._lines.append(guard_line(self._rt, (), self._lines[-1],
-                                              self._draft[len(self._lines) - 1]))
+                self._lines.append(self._guard.advance(
+                    self._lines[-1], self._rt.token_bytes(self._draft[len(self._lines) - 1])))
             got = self._got[i] = self._guard.banned(self._lines[i])
         return got

@@ -18,10 +18,13 @@ split over two tokens is matched exactly.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from edge_spec.core.guard import last_line, line_context
 from edge_spec.runtimes.base import Only, RowBan
 
 _WS = b" \t"  # indentation
@@ -53,93 +56,134 @@ class VocabIndex:
         self.lead_sorted = sorted(self.lead)
 
 
+@dataclass(frozen=True)
+class LineState:
+    """Where the output stands: `line_context` of it, how often each allowed line (by its
+    stripped bytes) has been written, and the lines written as often as allowed."""
+
+    ctx: bytes
+    used: dict[bytes, int] = field(default_factory=dict, compare=False)
+    spent: frozenset[bytes] = frozenset()
+
+
 class LineSet:
-    """Bans every token that would make the current line one not in `lines` (blank lines and
-    indentation always allowed). `ends` (the closing fence) and the end of text may only come
-    after one of `tails` (the last lines the answer can have), when `tails` are given."""
+    """Bans every token that would make the current line one not in `lines`, or one written
+    as often as `lines` has it already (blank lines and indentation always allowed). `ends`
+    (the closing fence) and the end of text may only come after one of `tails` (the last
+    lines the answer can have) when `tails` are given, or once every tail line is spent."""
 
     def __init__(self, index: VocabIndex, lines: Iterable[bytes], ends: Iterable[bytes] = (),
                  tails: Iterable[bytes] = ()) -> None:
         self._ix = index
-        body, finals = _forms(lines), _forms(tails)
+        lines = list(lines)
+        body = _forms(lines)
+        self._max = Counter(ln.strip(_WS) for ln in lines if ln.strip(_WS))
         # Per regime (may the answer end here?): the allowed lines, as a set and sorted.
         self._sets = (body, body | _forms(ends))
         self._sorted = tuple(sorted(x) for x in self._sets)
-        self._tails = finals
-        self._cache: dict[tuple[bool, bytes], RowBan] = {}
-        # Newline tokens whose segments after the first newline are allowed, for each regime
-        # after that newline, by what their first segment must complete: its bytes (after a
-        # partial line), or its bytes without the indentation (at a line's start).
-        self._ends: tuple[dict[bytes, list[int]], ...] = ({}, {})
-        self._starts: tuple[dict[bytes, list[int]], ...] = ({}, {})
+        self._tails = _forms(tails)
+        self._tail_keys = frozenset(t.strip(_WS) for t in self._tails)
+        self._cache: dict[tuple[bool, bytes, frozenset[bytes]], RowBan] = {}
+        # Newline tokens by what their first segment must complete: its bytes (after a partial
+        # line), or its bytes without the indentation (at a line's start). Those with only
+        # blanks after the newline are always allowed then; the others are checked per state.
+        self._ends: dict[bytes, list[int]] = {}
+        self._starts: dict[bytes, list[int]] = {}
+        self._rests: dict[int, tuple[bytes, ...]] = {}
         for tid, first, rest in index.newline:
-            for regime in (False, True):
-                if self._rest_ok(rest, regime):
-                    self._ends[regime].setdefault(first, []).append(tid)
-                    self._starts[regime].setdefault(first.lstrip(_WS), []).append(tid)
-        self._heads = sorted(set(self._starts[0]) | set(self._starts[1]))
+            self._ends.setdefault(first, []).append(tid)
+            self._starts.setdefault(first.lstrip(_WS), []).append(tid)
+            if any(seg.strip(_WS) for seg in rest):
+                self._rests[tid] = rest
 
-    def _tail(self, line: bytes) -> bool:
-        """Whether the answer may end after `line` (unindented, not blank)."""
-        return not self._tails or line in self._tails
+    def start(self, tail: bytes) -> LineState:
+        return LineState(line_context(tail))
 
-    def _after(self, regime: bool, segment: bytes) -> bool:
+    def advance(self, state: LineState, piece: bytes) -> LineState:
+        """The state after `piece`; a line it completes counts as written."""
+        if b"\n" not in piece:
+            return LineState(state.ctx + piece, state.used, state.spent)
+        used, spent = state.used, state.spent
+        for seg in (last_line(state.ctx) + piece).split(b"\n")[:-1]:
+            key = seg.strip(_WS)
+            if key in self._max:
+                if used is state.used:
+                    used = dict(used)
+                used[key] = used.get(key, 0) + 1
+                if used[key] >= self._max[key]:
+                    spent = spent | {key}
+        return LineState(line_context(state.ctx + piece), used, spent)
+
+    def _tail(self, line: bytes, spent: frozenset[bytes]) -> bool:
+        """Whether the answer may end after `line` (unindented; empty: no line yet)."""
+        return not self._tails or line in self._tails or self._tail_keys <= spent
+
+    def _after(self, regime: bool, segment: bytes, spent: frozenset[bytes]) -> bool:
         body = segment.lstrip(_WS)
-        return regime if not body.strip(_WS) else self._tail(body)
+        return regime if not body.strip(_WS) else self._tail(body, spent)
 
-    def _rest_ok(self, rest: tuple[bytes, ...], regime: bool) -> bool:
+    def _allowed_line(self, body: bytes, regime: bool, spent: frozenset[bytes]) -> bool:
+        return body in self._sets[regime] and body.strip(_WS) not in spent
+
+    def _rest_ok(self, tid: int, regime: bool, spent: frozenset[bytes]) -> bool:
+        """Whether what newline token `tid` writes after its first newline is allowed."""
+        rest = self._rests.get(tid)
+        if rest is None:
+            return True
         for seg in rest[:-1]:
             body = seg.lstrip(_WS)
-            if body.strip(_WS) and body not in self._sets[regime]:
+            if body.strip(_WS) and not self._allowed_line(body, regime, spent):
                 return False
-            regime = self._after(regime, seg)
-        return self._open(rest[-1].lstrip(_WS), regime)
+            regime = self._after(regime, seg, spent)
+        last = rest[-1].lstrip(_WS)
+        return not last or bool(self._lines_from(last, regime, spent))
 
-    def _open(self, key: bytes, regime: bool) -> bool:
-        """Whether a line whose unindented bytes are `key` can still end on an allowed line."""
-        if not key or key in self._sets[regime]:
-            return True
+    def _lines_from(self, key: bytes, regime: bool, spent: frozenset[bytes]) -> list[bytes]:
+        """The allowed lines `key` starts, less the ones spent."""
         lines = self._sorted[regime]
-        i = bisect_left(lines, key)
-        return i < len(lines) and lines[i].startswith(key)
+        lo = bisect_left(lines, key)
+        hi = bisect_left(lines, key + b"\xff" * 4, lo)
+        return [ln for ln in lines[lo:hi] if ln.startswith(key) and ln.strip(_WS) not in spent]
 
-    def banned(self, line: bytes | str) -> RowBan:
-        """The row mask after `line` (`line_context`: the current line's bytes so far, after
-        the last non-blank line before it): the allowed ids."""
-        if isinstance(line, str):
-            line = line.encode("utf-8")
+    def banned(self, state: LineState | bytes | str) -> RowBan:
+        """The row mask in `state` (or after bytes, with no line written yet)."""
+        if isinstance(state, str):
+            state = state.encode("utf-8")
+        if isinstance(state, bytes):
+            state = LineState(state)
+        line, spent = state.ctx, state.spent
         cut = line.rfind(b"\n")
         prev = line[:line.find(b"\n")].strip(_WS) if cut >= 0 else b""
-        regime = bool(prev) and self._tail(prev) or not self._tails
-        key = (regime, line[cut + 1:].lstrip(_WS))
+        regime = self._tail(prev, spent) if prev else self._tail(b"\n", spent)
+        key = (regime, line[cut + 1:].lstrip(_WS), spent)
         got = self._cache.get(key)
         if got is None:
             got = self._cache[key] = self._allowed(*key)
         return got
 
-    def _allowed(self, regime: bool, key: bytes) -> RowBan:
+    def _allowed(self, regime: bool, key: bytes, spent: frozenset[bytes]) -> RowBan:
         ix, ids = self._ix, set[int]()
-        lines = self._sorted[regime]
         if not key:
-            # Any indentation, then the start of an allowed line; a blank line or the end.
-            ids.update(_along(lines, 0, ix.lead, ix.lead_sorted))
+            # Any indentation, then the start of a line left; a blank line or the end.
+            left = [ln for ln in self._sorted[regime] if ln.strip(_WS) not in spent]
+            ids.update(_along(left, 0, ix.lead, ix.lead_sorted))
             ids.update(ix.lead.get(b"", ()))
-            for head in self._heads:
-                if not head.strip(_WS) or head in self._sets[regime]:
-                    ids.update(self._starts[self._after(regime, head)].get(head, ()))
+            for head, tids in self._starts.items():
+                if not head.strip(_WS) or self._allowed_line(head, regime, spent):
+                    after = self._after(regime, head, spent)
+                    ids.update(t for t in tids if self._rest_ok(t, after, spent))
             if regime:
                 ids.update(ix.control)
             return Only(np.asarray(sorted(ids), dtype=np.int64))
-        if not self._open(key, regime):
+        cands = self._lines_from(key, regime, spent)
+        if not cands:
             # A line the guard never allowed (the prompt's last line): nothing to keep it to.
             return np.zeros(0, dtype=np.int64)
-        lo = bisect_left(lines, key)
-        hi = bisect_left(lines, key + b"\xff" * 4, lo)  # the lines `key` starts
-        cands = [ln for ln in lines[lo:hi] if ln.startswith(key)]
         ids.update(_along(cands, len(key), ix.exact, ix.exact_sorted))
         for ln in cands:
-            ids.update(self._ends[self._tail(ln)].get(ln[len(key):], ()))
-        if key in self._sets[regime] and self._tail(key):  # the end may follow
+            after = self._tail(ln, spent)
+            ids.update(t for t in self._ends.get(ln[len(key):], ()) if self._rest_ok(t, after, spent))
+        if key in cands and self._tail(key, spent):  # the end may follow
             ids.update(ix.control)
         return Only(np.asarray(sorted(ids), dtype=np.int64))
 

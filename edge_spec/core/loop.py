@@ -11,7 +11,7 @@ import numpy as np
 
 from edge_spec.config.settings import SamplingSettings
 from edge_spec.core.controller import FixedK, Policy
-from edge_spec.core.guard import Guard, RowMasks, guard_line
+from edge_spec.core.guard import Guard, RowMasks, guard_state
 from edge_spec.core.stats import Stats, Step
 from edge_spec.core.textstream import TextStream
 from edge_spec.core.types import Drafter, Reference
@@ -98,7 +98,7 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
     ctx, out = list(prompt), list[int]()
     pending = ctx[-1]
     guard = cfg.guard
-    line = guard_line(target, prompt) if guard else b""
+    gstate = guard_state(guard, target, prompt) if guard else None
     stream = TextStream(target.token_bytes, cfg.stop)
     emit = on_delta or (lambda _d: None)
     finish = ""
@@ -114,7 +114,7 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
         draft, k = policy.select(drafters, ctx, limit)
         d = draft.tokens[:k]
         t0 = clock()
-        banned = RowMasks(guard, line, d, target) if guard is not None else None
+        banned = RowMasks(guard, gstate, d, target) if guard is not None else None
         if cfg.sampling.greedy:  # the runtime takes the argmax (on the device for GPUs)
             ids = target.greedy([pending, *d], banned)
             n_acc, nxt = len(ids) - 1, ids[-1]
@@ -139,7 +139,7 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
             out.append(tok)
             ctx.append(tok)
             if guard is not None:
-                line = guard_line(target, (), line, tok)
+                gstate = guard.advance(gstate, target.token_bytes(tok))
             delta, stopped = stream.push(tok)
             if delta:
                 if not stats.ttft_ms:
