@@ -127,7 +127,7 @@ def test_random_vocabularies_agree_with_the_definition() -> None:
     rng = random.Random(7)
     alphabet = [b"a", b"b", b" ", b"\n", b"(", b")", b"#", b"\xc3", b"\xa9"]
     for _ in range(30):
-        vocab = [b""] + list({b"".join(rng.choices(alphabet, k=rng.randint(1, 4)))
+        vocab = [b""] + sorted({b"".join(rng.choices(alphabet, k=rng.randint(1, 4)))
                               for _ in range(120)})
         lines = [b"".join(rng.choices(alphabet[:3] + alphabet[4:], k=rng.randint(1, 8)))
                  for _ in range(6)]
@@ -145,8 +145,8 @@ def test_walks_through_the_guard_agree_with_the_definition() -> None:
     # Lines repeat (counts matter), tails end the answer, and a walk spends lines as it goes.
     rng = random.Random(11)
     alphabet = [b"a", b"b", b" ", b"\n", b"(", b")", b"\xc3", b"\xa9"]
-    for _ in range(40):
-        vocab = [b""] + list({b"".join(rng.choices(alphabet, k=rng.randint(1, 4)))
+    for _ in range(400):
+        vocab = [b""] + sorted({b"".join(rng.choices(alphabet, k=rng.randint(1, 4)))
                               for _ in range(150)})
         base = [b"".join(rng.choices(alphabet[:3] + alphabet[4:], k=rng.randint(1, 6)))
                 for _ in range(5)]

@@ -19,7 +19,7 @@ onnx = pytest.importorskip("onnx")
 tokenizers = pytest.importorskip("tokenizers")
 
 from edge_spec.runtimes import ort_session  # noqa: E402
-from edge_spec.runtimes.base import RuntimeOptions, host_greedy  # noqa: E402
+from edge_spec.runtimes.base import Only, RowBan, RuntimeOptions, host_greedy  # noqa: E402
 from edge_spec.runtimes.ort import OrtRuntime  # noqa: E402
 from edge_spec.runtimes.ort_graph import ARGMAX  # noqa: E402
 
@@ -107,7 +107,7 @@ def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 
 def _reference(rt: OrtRuntime, prefix: list[int], tokens: list[int],
-               banned: list[np.ndarray] | None) -> list[int]:
+               banned: list[RowBan] | None) -> list[int]:
     """host_greedy on `eval`'s logits, with the cache left at `prefix` afterwards."""
     rt.truncate(len(prefix))
     want = host_greedy(rt.eval(tokens, rows=range(len(tokens))).copy(), tokens[1:], banned)
@@ -124,13 +124,16 @@ def _plain(rt: OrtRuntime, prompt: list[int], n: int) -> list[int]:
     return out[1:]
 
 
-def _bans(rng: np.random.Generator, rows: int, vocab: int, best: list[int]) -> list[np.ndarray]:
+def _bans(rng: np.random.Generator, rows: int, vocab: int, best: list[int]) -> list[RowBan]:
     """Random bans, often the row's own argmax (so the mask matters), with repeats and int32."""
     out = []
     for i in range(rows):
         ids = rng.integers(0, vocab, rng.integers(0, 4)).tolist()
         if i < len(best) and rng.random() < 0.5:
             ids += [best[i], best[i]]
+        if rng.random() < 0.2:  # an allow-list (the lines guard's): the graph's ban list cannot
+            out.append(Only(np.unique(np.asarray(ids + [0], dtype=np.int64))))  # take it
+            continue
         out.append(np.asarray(ids, dtype=np.int32 if i % 2 else np.int64))
     return out
 

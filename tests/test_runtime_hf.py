@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from conftest import load_tasks
 
 from edge_spec.errors import UserError
-from edge_spec.runtimes.base import RuntimeOptions
+from edge_spec.runtimes.base import Only, RuntimeOptions, host_greedy
 
 pytestmark = pytest.mark.real
 pytest.importorskip("torch")
@@ -105,6 +105,26 @@ def test_greedy_spec_equals_plain_exactly(hf_rt, capsys) -> None:  # noqa: ANN00
             assert res.extra["tokens"] == plain, report[-1]
     with capsys.disabled():
         print("\n" + "\n".join(report))
+
+
+def test_device_masks_match_the_host(hf_rt) -> None:  # noqa: ANN001
+    # Row masks on the device (a ban list, an allow-list) pick what the host argmax picks.
+    prompt = hf_rt.tokenize(CODE[:40], add_bos=True)
+    hf_rt.truncate(0)
+    hf_rt.eval(prompt[:-1], rows=[])
+    tokens = [prompt[-1], *hf_rt.tokenize(CODE[40:60], special=False)]
+    logits = hf_rt.eval(tokens, rows=range(len(tokens))).copy()
+    order = np.argsort(logits, axis=1)
+    masks = [Only(np.sort(order[0, -6:-1]).astype(np.int64)), order[1, -1:].astype(np.int64)]
+    masks += [np.zeros(0, dtype=np.int64)] * (len(tokens) - 2)
+    drafts = ([int(order[0, -2])], [int(order[0, -3]), int(order[1, -1])])
+    for draft in drafts:
+        hf_rt.truncate(len(prompt) - 1)
+        rows = hf_rt.eval([tokens[0], *draft], rows=range(len(draft) + 1)).copy()
+        want = host_greedy(rows, draft, masks[:len(draft) + 1])
+        hf_rt.truncate(len(prompt) - 1)
+        got = hf_rt.greedy([tokens[0], *draft], masks[:len(draft) + 1])
+        assert got == want and got[0] == int(order[0, -2]), (got, want)
 
 
 def test_torch_vs_llamacpp_argmax(hf_rt, smollm2_rt, capsys) -> None:  # noqa: ANN001

@@ -25,6 +25,8 @@ uvicorn = pytest.importorskip("uvicorn")
 pytest.importorskip("fastapi")
 
 from edge_spec.apply.markers import marker_shape  # noqa: E402
+from edge_spec.apply.plan import plan_apply  # noqa: E402
+from edge_spec.bench.neartie import divergence  # noqa: E402
 from edge_spec.core.verify import SamplingConfig  # noqa: E402
 from edge_spec.engine import Engine, EngineConfig  # noqa: E402
 from edge_spec.server.app import ServerSettings, code_blocks, create_app  # noqa: E402
@@ -298,7 +300,23 @@ ORIGINAL = "def greet(name):\n    print('Hello ' + name)\n\n\ndef main():\n    g
 UPDATE = "def greet(name):\n    print(f'Hello {name}!')\n\n# ... existing code ...\n"
 
 
-def test_apply_endpoint(srv: SimpleNamespace) -> None:
+def _same_or_near_tie(engine: Engine, body: dict, a: str, b: str) -> bool:
+    """The two answers are equal, or part at a proven near-tie of the guarded target (the
+    second request runs with a controller that learned from the first: other draft lengths,
+    other batch shapes, so llama.cpp's numerics may flip a tie). True when equal."""
+    if a == b:
+        return True
+    rt = engine.target
+    plan = plan_apply(rt, body["original"], body["update"], body.get("instruction"))
+    d = divergence(rt, plan.tokens, rt.tokenize(a, special=False),
+                   rt.tokenize(b, special=False), guard=plan.guard)
+    assert d is not None and d.near_tie, (d, a, b)
+    print(f"\n[near-tie] /v1/apply stream vs not: token {d.position}, gap {d.top2_gap} <= "
+          f"noise {d.noise}")
+    return False
+
+
+def test_apply_endpoint(srv: SimpleNamespace, engine: Engine) -> None:
     body = {"original": ORIGINAL, "update": UPDATE, "instruction": "Use an f-string.",
             "max_tokens": 48, "engine": "model"}
     r = httpx.post(f"{srv.base}/v1/apply", json=body, headers=srv.headers, timeout=60)
@@ -320,8 +338,9 @@ def test_apply_endpoint(srv: SimpleNamespace) -> None:
                 deltas.append(obj["delta"])
             else:
                 final = obj
-    assert deltas and final is not None and final["merged"] == d["merged"]
-    assert final["lazy_lines"] == d["lazy_lines"]
+    assert deltas and final is not None
+    if _same_or_near_tie(engine, body, d["merged"], final["merged"]):
+        assert final["lazy_lines"] == d["lazy_lines"]
 
 
 def test_apply_takes_a_guard_and_rejects_an_unknown_one(srv: SimpleNamespace) -> None:

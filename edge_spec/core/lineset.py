@@ -95,6 +95,15 @@ class LineSet:
             self._starts.setdefault(first.lstrip(_WS), []).append(tid)
             if any(seg.strip(_WS) for seg in rest):
                 self._rests[tid] = rest
+        # At a line's start, per regime: the newline tokens whose first segment may be written
+        # there (blank, or an allowed line), split into those with only blanks after it.
+        self._heads = tuple([(head, [t for t in tids if t not in self._rests],
+                              [t for t in tids if t in self._rests])
+                             for head, tids in self._starts.items()
+                             if not head.strip(_WS) or head in self._sets[regime]]
+                            for regime in (False, True))
+        self._from: dict[tuple[bytes, bool], list[bytes]] = {}
+        self._first_ids: dict[bytes, set[int]] = {}
 
     def start(self, tail: bytes) -> LineState:
         return LineState(line_context(tail))
@@ -116,7 +125,7 @@ class LineSet:
 
     def _tail(self, line: bytes, spent: frozenset[bytes]) -> bool:
         """Whether the answer may end after `line` (unindented; empty: no line yet)."""
-        return not self._tails or line in self._tails or self._tail_keys <= spent
+        return not self._tails or line.strip(_WS) in self._tail_keys or self._tail_keys <= spent
 
     def _after(self, regime: bool, segment: bytes, spent: frozenset[bytes]) -> bool:
         body = segment.lstrip(_WS)
@@ -140,10 +149,20 @@ class LineSet:
 
     def _lines_from(self, key: bytes, regime: bool, spent: frozenset[bytes]) -> list[bytes]:
         """The allowed lines `key` starts, less the ones spent."""
-        lines = self._sorted[regime]
-        lo = bisect_left(lines, key)
-        hi = bisect_left(lines, key + b"\xff" * 4, lo)
-        return [ln for ln in lines[lo:hi] if ln.startswith(key) and ln.strip(_WS) not in spent]
+        got = self._from.get((key, regime))
+        if got is None:
+            lines = self._sorted[regime]
+            lo = bisect_left(lines, key)
+            hi = bisect_left(lines, key + b"\xff" * 4, lo)
+            got = self._from[(key, regime)] = [ln for ln in lines[lo:hi] if ln.startswith(key)]
+        return [ln for ln in got if ln.strip(_WS) not in spent] if spent else got
+
+    def _firsts(self, line: bytes) -> set[int]:
+        """The tokens that may open `line` (after any indentation)."""
+        got = self._first_ids.get(line)
+        if got is None:
+            got = self._first_ids[line] = _along([line], 0, self._ix.lead, self._ix.lead_sorted)
+        return got
 
     def banned(self, state: LineState | bytes | str) -> RowBan:
         """The row mask in `state` (or after bytes, with no line written yet)."""
@@ -165,16 +184,17 @@ class LineSet:
         ix, ids = self._ix, set[int]()
         if not key:
             # Any indentation, then the start of a line left; a blank line or the end.
-            left = [ln for ln in self._sorted[regime] if ln.strip(_WS) not in spent]
-            ids.update(_along(left, 0, ix.lead, ix.lead_sorted))
+            ids.update(*(self._firsts(ln) for ln in self._sorted[regime]
+                         if ln.strip(_WS) not in spent))
             ids.update(ix.lead.get(b"", ()))
-            for head, tids in self._starts.items():
-                if not head.strip(_WS) or self._allowed_line(head, regime, spent):
+            for head, plain, other in self._heads[regime]:
+                if head.strip(_WS) not in spent:
                     after = self._after(regime, head, spent)
-                    ids.update(t for t in tids if self._rest_ok(t, after, spent))
+                    ids.update(plain)
+                    ids.update(t for t in other if self._rest_ok(t, after, spent))
             if regime:
                 ids.update(ix.control)
-            return Only(np.asarray(sorted(ids), dtype=np.int64))
+            return Only(_sorted_ids(ids))
         cands = self._lines_from(key, regime, spent)
         if not cands:
             # A line the guard never allowed (the prompt's last line): nothing to keep it to.
@@ -185,7 +205,13 @@ class LineSet:
             ids.update(t for t in self._ends.get(ln[len(key):], ()) if self._rest_ok(t, after, spent))
         if key in cands and self._tail(key, spent):  # the end may follow
             ids.update(ix.control)
-        return Only(np.asarray(sorted(ids), dtype=np.int64))
+        return Only(_sorted_ids(ids))
+
+
+def _sorted_ids(ids: set[int]) -> np.ndarray:
+    arr = np.fromiter(ids, dtype=np.int64, count=len(ids))
+    arr.sort()
+    return arr
 
 
 def _forms(lines: Iterable[bytes]) -> frozenset[bytes]:
