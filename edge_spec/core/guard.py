@@ -135,13 +135,6 @@ class LineGuard(LineContext):
                      | set(self._shared().tolist()))
         return np.asarray(out, dtype=np.int64) if out else _NONE
 
-    def mask(self, logits: np.ndarray, lines: Sequence[str]) -> None:
-        """Set the banned tokens of row i to -inf, given the line text before row i."""
-        for i, line in enumerate(lines):
-            ids = self.banned(line)
-            if ids.size:
-                logits[i, ids] = -np.inf
-
 
 def last_line(text: bytes) -> bytes:
     """The bytes after the last newline."""
@@ -181,8 +174,15 @@ class RowMasks(Sequence[RowBan]):
 
     def __init__(self, guard: Guard, state: Any, draft: Sequence[int], rt: Runtime) -> None:
         self._guard, self._rt, self._draft = guard, rt, draft
-        self._lines = [state]
+        self._states = [state]
         self._got: dict[int, RowBan] = {}
+
+    def state(self, i: int) -> Any:
+        """The guard's state after draft[:i] (the loop's own, once i draft tokens are accepted)."""
+        while len(self._states) <= i:
+            tok = self._draft[len(self._states) - 1]
+            self._states.append(self._guard.advance(self._states[-1], self._rt.token_bytes(tok)))
+        return self._states[i]
 
     def __len__(self) -> int:
         return len(self._draft) + 1
@@ -201,8 +201,5 @@ class RowMasks(Sequence[RowBan]):
         i %= len(self)
         got = self._got.get(i)
         if got is None:
-            while len(self._lines) <= i:
-                self._lines.append(self._guard.advance(
-                    self._lines[-1], self._rt.token_bytes(self._draft[len(self._lines) - 1])))
-            got = self._got[i] = self._guard.banned(self._lines[i])
+            got = self._got[i] = self._guard.banned(self.state(i))
         return got

@@ -39,7 +39,6 @@ class VocabIndex:
         self.control: list[int] = []  # tokens with no bytes (end of text and the like)
         # Tokens with a newline: (id, bytes before the first newline, segments after it).
         self.newline: list[tuple[int, bytes, tuple[bytes, ...]]] = []
-        self.longest = 1
         for tid in range(n_vocab):
             raw = token_bytes(tid)
             if not raw:
@@ -50,7 +49,6 @@ class VocabIndex:
             else:
                 self.exact.setdefault(raw, []).append(tid)
                 self.lead.setdefault(raw.lstrip(_WS), []).append(tid)
-                self.longest = max(self.longest, len(raw))
         # Sorted, so a piece of a line that no token starts with ends the lookups along it.
         self.exact_sorted = sorted(self.exact)
         self.lead_sorted = sorted(self.lead)

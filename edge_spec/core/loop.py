@@ -127,6 +127,8 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
         verify_ms = clock() - t0
         target.truncate(target.n_tokens - (k - n_acc))  # keep pending + accepted draft tokens
         new = [*d[:n_acc], nxt]
+        if banned is not None:  # the masks hold the states after the accepted draft
+            gstate = guard.advance(banned.state(n_acc), target.token_bytes(nxt))
         policy.observe(draft, k, n_acc, verify_ms)
         for drafter in drafters:
             drafter.observe(draft.head(k), n_acc)
@@ -138,8 +140,6 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
                 break
             out.append(tok)
             ctx.append(tok)
-            if guard is not None:
-                gstate = guard.advance(gstate, target.token_bytes(tok))
             delta, stopped = stream.push(tok)
             if delta:
                 if not stats.ttft_ms:
