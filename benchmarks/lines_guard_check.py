@@ -2,12 +2,13 @@
 
     python benchmarks/lines_guard_check.py [--model GGUF] TASKS.jsonl...
 
-For each task it builds the guard the apply plan builds (the original's lines, the snippet's
-without its markers, the closing fence, the two tail lines), tokenizes the expected file with
+For each task it takes the guard of the task's apply plan (`plan_apply`: the original's lines,
+the snippet's without its markers, the closing fence, the two tail lines), tokenizes the expected file with
 the target's tokenizer and feeds it token by token: it counts the tokens the guard would have
 banned, and whether the answer may end (end of text or the closing fence) after the last line.
-Both must be zero for a guard that costs right answers nothing. It also prints the guard's own
-cost: milliseconds to build it per task (and once per vocabulary) and microseconds per token.
+Both must be zero for a guard that costs right answers nothing. It also prints the cost:
+milliseconds to build the plan per task (the guard's vocabulary index once) and microseconds per
+token.
 """
 
 from __future__ import annotations
@@ -17,11 +18,9 @@ import json
 import time
 from pathlib import Path
 
-from edge_spec.apply.guard import lines_guard
-from edge_spec.apply.markers import snippet_markers
-from edge_spec.apply.merge import detect_language
-from edge_spec.apply.naive import MARKER
+from edge_spec.apply.plan import plan_apply
 from edge_spec.config.settings import DEMO_TARGET, RuntimeSettings
+from edge_spec.core.guard import guard_state
 from edge_spec.runtimes.base import Only
 from edge_spec.runtimes.llamacpp import LlamaCppRuntime
 from edge_spec.store.models import resolve
@@ -34,22 +33,20 @@ def main() -> int:
     args = ap.parse_args()
     rt = LlamaCppRuntime(resolve(args.model), RuntimeSettings(n_ctx=512, threads=1))
     eos = next(t for t in range(rt.n_vocab) if rt.is_eog(t))
-    fence = rt.tokenize("```", special=False)[0]
     n = banned = cannot_end = tokens = 0
     builds: list[float] = []
     walk = 0.0
     for path in args.tasks:
         for task in map(json.loads, path.read_text().splitlines()):
             n += 1
-            orig = task["original"].replace("\r\n", "\n")
-            upd = task["update"].replace("\r\n", "\n")
-            own = set(snippet_markers(orig, upd, detect_language(task.get("language", "")))) \
-                - {ln.strip() for ln in orig.split("\n")}
-            snippet = [ln for ln in upd.split("\n") if not MARKER.match(ln) and ln.strip() not in own]
             t0 = time.perf_counter()
-            guard = lines_guard(orig, snippet, ("\n```",), rt.token_bytes, rt.n_vocab, "check")
+            plan = plan_apply(rt, task["original"], task["update"], task.get("instruction"),
+                              lang=task.get("language", ""))
             builds.append(1e3 * (time.perf_counter() - t0))
-            state = guard.start(b"```\n")
+            guard = plan.guard
+            assert guard is not None
+            fence = rt.tokenize(plan.stop[0].lstrip("\n"), special=False)[0]
+            state = guard_state(guard, rt, plan.tokens)
             ids = rt.tokenize(task["expected"].replace("\r\n", "\n"), special=False)
             t0 = time.perf_counter()
             for tok in ids:
@@ -66,7 +63,7 @@ def main() -> int:
                 print(f"cannot end: {task['id']}")
     builds_sorted = sorted(builds[1:]) or builds
     print(f"{n} tasks, {tokens} tokens: {banned} banned, {cannot_end} cannot end")
-    print(f"guard build: first {builds[0]:.0f} ms (with the vocabulary index), then median "
+    print(f"plan build: first {builds[0]:.0f} ms (with the vocabulary index), then median "
           f"{builds_sorted[len(builds_sorted) // 2]:.1f} ms; walk {1e6 * walk / max(1, tokens):.0f} "
           "us per token (a new row state each)")
     return 0

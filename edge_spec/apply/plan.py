@@ -118,7 +118,7 @@ def plan_apply(target: Runtime, original: str, update: str, instruction: str | N
     line_guard: Guard | None = None
     guard = guard_mode(guard)
     if guard == "lines":
-        own = set(markers) - {ln.strip() for ln in original_lf.splitlines()}
+        own = set(markers)  # the snippet's markers the original lacks
         line_guard = lines_guard(original_lf, [ln for ln in snippet.split("\n")
                                                if ln.strip() not in own],
                                  stop, target.token_bytes, target.n_vocab,
