@@ -127,7 +127,7 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
         verify_ms = clock() - t0
         target.truncate(target.n_tokens - (k - n_acc))  # keep pending + accepted draft tokens
         new = [*d[:n_acc], nxt]
-        if banned is not None:  # the masks hold the states after the accepted draft
+        if guard is not None and banned is not None:  # states after the accepted draft
             gstate = guard.advance(banned.state(n_acc), target.token_bytes(nxt))
         policy.observe(draft, k, n_acc, verify_ms)
         for drafter in drafters:
