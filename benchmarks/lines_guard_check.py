@@ -1,6 +1,7 @@
-"""Does the `lines` apply guard let a right answer through? Walk every expected file through it.
+"""Does the `order` (or `lines`) apply guard let a right answer through? Walk every expected file
+through it.
 
-    python benchmarks/lines_guard_check.py [--model GGUF] TASKS.jsonl...
+    python benchmarks/lines_guard_check.py [--model GGUF] [--guard order|lines] TASKS.jsonl...
 
 For each task it takes the guard of the task's apply plan (`plan_apply`: the original's lines,
 the snippet's without its markers, the closing fence, the two tail lines), tokenizes the expected file with
@@ -30,6 +31,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("tasks", nargs="+", type=Path)
     ap.add_argument("--model", default=DEMO_TARGET, help="GGUF file or store name (its tokenizer)")
+    ap.add_argument("--guard", default="order", choices=("order", "lines"))
     args = ap.parse_args()
     rt = LlamaCppRuntime(resolve(args.model), RuntimeSettings(n_ctx=512, threads=1))
     eos = next(t for t in range(rt.n_vocab) if rt.is_eog(t))
@@ -41,7 +43,7 @@ def main() -> int:
             n += 1
             t0 = time.perf_counter()
             plan = plan_apply(rt, task["original"], task["update"], task.get("instruction"),
-                              lang=task.get("language", ""))
+                              lang=task.get("language", ""), guard=args.guard)
             builds.append(1e3 * (time.perf_counter() - t0))
             guard = plan.guard
             assert guard is not None
@@ -62,7 +64,7 @@ def main() -> int:
                 cannot_end += 1
                 print(f"cannot end: {task['id']}")
     builds_sorted = sorted(builds[1:]) or builds
-    print(f"{n} tasks, {tokens} tokens: {banned} banned, {cannot_end} cannot end")
+    print(f"guard {args.guard}: {n} tasks, {tokens} tokens: {banned} banned, {cannot_end} cannot end")
     print(f"plan build: first {builds[0]:.0f} ms (with the vocabulary index), then median "
           f"{builds_sorted[len(builds_sorted) // 2]:.1f} ms; walk {1e6 * walk / max(1, tokens):.0f} "
           "us per token (a new row state each)")

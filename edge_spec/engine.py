@@ -247,8 +247,9 @@ class Engine:
         answer is checked (`suspect`); one that still holds `... existing code ...` markers
         lists them in `lazy_lines` and `on_lazy` keeps it, returns the merge or raises.
         `path` (the file's name) picks the merge's language when `lang` does not. `guard`
-        (default `apply.guard`, "lines") constrains the answer at decode time: "lines" to
-        lines of the original and the snippet, "markers" against marker lines the original
+        (default `apply.guard`, "order") constrains the answer at decode time: "lines" to
+        lines of the original and the snippet, "order" to those in the texts' order (no skip
+        the snippet does not show), "markers" against marker lines the original
         lacks, "off" (False) not at all. It is part of the target, so plain and speculative
         decoding both apply it.
         """

@@ -180,7 +180,8 @@ def _run(rt: FakeRuntime, guard, drafters, fixed_k=None):  # noqa: ANN001, ANN20
 
 
 def _guard(rt: FakeRuntime):  # noqa: ANN202
-    return lines_guard(ORIG, SNIPPET[1:], ("\n```",), rt.token_bytes, rt.n_vocab)
+    return lines_guard(ORIG, [(ln, i == 0) for i, ln in enumerate(SNIPPET)], ("\n```",),
+                       rt.token_bytes, rt.n_vocab)
 
 
 def _allowed_lines() -> set[str]:

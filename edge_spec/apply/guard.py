@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 from edge_spec.core.guard import LineGuard
 from edge_spec.core.lineset import LineSet, VocabIndex
+from edge_spec.core.order import LineOrder
 
 _LEADERS = ("#", "//", "/*", "<!--", "--", ";", "%", "{/*")
 _ELLIPSIS = r"(?:\.\.\.|…)"
@@ -133,12 +134,14 @@ def apply_guard(original: str, token_text: Callable[[int], str], n_vocab: int,
 _INDEXES: dict[tuple[str, int], VocabIndex] = {}
 
 
-def lines_guard(original: str, snippet: Sequence[str], stop: Sequence[str],
+def lines_guard(original: str, snippet: Sequence[tuple[str, bool]], stop: Sequence[str],
                 token_bytes: Callable[[int], bytes], n_vocab: int,
-                vocab_key: str = "") -> LineSet:
+                vocab_key: str = "", order: bool = True) -> LineSet:
     """The guard that keeps the answer to lines of the original and of the snippet (`snippet`:
-    its lines without markers), and lets it end (the closing fence of `stop`, or the end of
-    text) only after the last line of either: a merged file ends the way one of them does."""
+    its lines, each with whether it is a marker; markers are never allowed), and lets it end
+    (the closing fence of `stop`, or the end of text) only after the last line of either: a
+    merged file ends the way one of them does. With `order`, the lines must also keep the
+    texts' order (`edge_spec.core.order`)."""
     key = (vocab_key, n_vocab)
     index = _INDEXES.get(key) if vocab_key else None
     if index is None:
@@ -147,9 +150,12 @@ def lines_guard(original: str, snippet: Sequence[str], stop: Sequence[str],
             if len(_INDEXES) >= 2:
                 _INDEXES.pop(next(iter(_INDEXES)))
             _INDEXES[key] = index
-    own = [*original.split("\n"), *snippet]
+    shown = [ln for ln, marker in snippet if not marker]
+    own = [*original.split("\n"), *shown]
     ends = [ln for s in stop for ln in s.split("\n")]
     tails = [next((ln for ln in reversed(x) if ln.strip()), "") for x in (original.split("\n"),
-                                                                       list(snippet))]
+                                                                       shown)]
+    keep = LineOrder((ln.encode("utf-8") for ln in original.split("\n")),
+                     ((ln.encode("utf-8"), marker) for ln, marker in snippet)) if order else None
     return LineSet(index, (t.encode("utf-8") for t in own),
-                   (t.encode("utf-8") for t in ends), (t.encode("utf-8") for t in tails))
+                   (t.encode("utf-8") for t in ends), (t.encode("utf-8") for t in tails), keep)

@@ -99,7 +99,7 @@ class ApplyPlan:
 def plan_apply(target: Runtime, original: str, update: str, instruction: str | None = None, *,
                template: str | None = None, lang: str = "",
                max_tokens: int | None = None, merged: str | None = None,
-               guard: str | bool = "lines") -> ApplyPlan:
+               guard: str | bool = "order") -> ApplyPlan:
     """Build the plan for merging `update` into `original` with `target`.
 
     `merged` (the structural merge's best text, when there is one) replaces the naive merge as
@@ -117,12 +117,11 @@ def plan_apply(target: Runtime, original: str, update: str, instruction: str | N
     markers = snippet_markers(original_lf, update_lf, detect_language(lang))
     line_guard: Guard | None = None
     guard = guard_mode(guard)
-    if guard == "lines":
+    if guard in ("lines", "order"):
         own = set(markers)  # the snippet's markers the original lacks
-        line_guard = lines_guard(original_lf, [ln for ln in snippet.split("\n")
-                                               if ln.strip() not in own],
-                                 stop, target.token_bytes, target.n_vocab,
-                                 target.vocab.fingerprint)
+        marked = [(ln, bool(MARKER.match(ln)) or ln.strip() in own) for ln in update_lf.split("\n")]
+        line_guard = lines_guard(original_lf, marked, stop, target.token_bytes, target.n_vocab,
+                                 target.vocab.fingerprint, order=guard == "order")
     elif guard == "markers":
         line_guard = apply_guard(original_lf, lambda t: target.token_bytes(t).decode(
             "utf-8", "ignore"), target.n_vocab, target.vocab.fingerprint, markers)
@@ -133,7 +132,7 @@ def plan_apply(target: Runtime, original: str, update: str, instruction: str | N
 
 def guard_mode(guard: str | bool) -> str:
     """`lines`, `markers` or `off` (True is the default guard, `lines`; False is `off`)."""
-    mode = {True: "lines", False: "off"}.get(guard, guard) if isinstance(guard, bool) else guard
+    mode = {True: "order", False: "off"}.get(guard, guard) if isinstance(guard, bool) else guard
     if mode not in GUARD_MODES:
         raise UserError(f"unknown guard {guard!r}: use one of {', '.join(GUARD_MODES)}")
     return mode

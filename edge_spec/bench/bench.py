@@ -40,7 +40,7 @@ class RunOptions:
     max_tokens: int | None = None
     template: str | None = None
     apply_engine: str = "model"  # speed runs: the model writes every file
-    guard: str | bool = "lines"
+    guard: str | bool = "order"
 
 
 @dataclass

@@ -35,10 +35,11 @@ from edge_spec.engine import build_engine
               show_default=True,
               help="Apply engine for our modes: model (speed: the model writes every file), auto "
                    "(accuracy: the structural merge where it is sure) or merge.")
-@click.option("--guard", "guard", type=click.Choice(GUARD_MODES), default="lines",
+@click.option("--guard", "guard", type=click.Choice(GUARD_MODES), default="order",
               show_default=True,
               help="The decode-time apply guard (part of the target): lines of the original and "
-                   "the snippet only, no marker lines, or off (for before/after measurements).")
+                   "the snippet in their order, those lines in any order, no marker lines, or "
+                   "off (for before/after measurements).")
 @click.option("--no-guard", is_flag=True, help="The same as --guard off.")
 @click.option("--no-baseline", is_flag=True,
               help="Do not add the plain mode (accuracy runs; no speedups then).")

@@ -71,8 +71,9 @@ def result_dict(res: Any, engine: Any, text: str) -> dict[str, Any]:
                    "missing, original code dropped outside the edit, a parse error): leave "
                    "--out untouched, or write it anyway; either way exit code 3.")
 @click.option("--guard", "guard", type=click.Choice(GUARD_MODES), default=None,
-              help="Code apply: what the model may write (part of the target): lines: only "
-                   "lines of the original and the snippet (default); markers: "
+              help="Code apply: what the model may write (part of the target): order: only "
+                   "lines of the original and the snippet, in their order (default); lines: "
+                   "those lines in any order; markers: "
                    "anything but marker lines the original lacks; off: anything.")
 @click.option("--no-guard", is_flag=True, help="Code apply: the same as --guard off.")
 @click.option("--diff", "show_diff", is_flag=True,

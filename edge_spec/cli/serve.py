@@ -78,7 +78,8 @@ def serve_cluster(o: dict[str, Any], settings: ServerSettings) -> None:
 @click.option("--n-gpu-layers", type=int, default=None, help="Layers to offload to the GPU.")
 @click.option("--guard", type=click.Choice(GUARD_MODES), default=None,
               help="Code apply: the decode-time guard when a request names none (default "
-                   "lines: only lines of the original and the snippet; markers; off).")
+                   "order: only lines of the original and the snippet, in their order; lines: "
+                   "in any order; markers; off).")
 @click.option("--cluster", is_flag=True,
               help="Serve on Ray Serve: engine replicas across a Ray cluster (extra `cluster`).")
 @click.option("--replicas", type=int_range(ClusterSettings, "replicas"),

@@ -30,7 +30,7 @@ ONNX_EXPORTERS = ("builder", "optimum")
 ONNX_TARGETS = ("cpu", "cuda")
 LAZY_POLICIES = ("keep", "naive", "error")
 # The apply guard: only lines of the original and the snippet, no marker lines, or none.
-GUARD_MODES = ("lines", "markers", "off")
+GUARD_MODES = ("order", "lines", "markers", "off")
 COST_SOURCES = ("measured", "estimated")
 # The verify-cost table of a profile must cover at least these draft+1 sizes.
 REQUIRED_POINTS = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -167,9 +167,11 @@ class ApplySettings:
     region_context: int = setting(12, lo=0, hi=10_000)
     region_max_share: float = setting(0.6, lo=0.0, hi=1.0)
     # The decode-time guard on a model's answer (part of the target): "lines" lets it write
-    # only lines of the original and the snippet (no marker, no invented line); "markers" bans
-    # only marker-shaped lines the original lacks, for edits that need lines of neither.
-    guard: str = setting("lines", choices=GUARD_MODES)
+    # only lines of the original and the snippet (no marker, no invented line); "order" also
+    # keeps them in the texts' order (no skip the snippet does not show, no end before every
+    # snippet line); "markers" bans only marker-shaped lines the original lacks, for edits that
+    # need lines of neither.
+    guard: str = setting("order", choices=GUARD_MODES)
 
 
 @dataclass(frozen=True)

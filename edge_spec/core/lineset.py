@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edge_spec.core.guard import last_line, line_context
+from edge_spec.core.order import LineOrder, OrderState
 from edge_spec.runtimes.base import Only, RowBan
 
 _WS = b" \t"  # indentation
@@ -57,22 +58,28 @@ class VocabIndex:
 @dataclass(frozen=True)
 class LineState:
     """Where the output stands: `line_context` of it, how often each allowed line (by its
-    stripped bytes) has been written, and the lines written as often as allowed."""
+    stripped bytes) has been written, the lines written as often as allowed, and where the
+    answer stands in the texts' order (when the guard keeps it)."""
 
     ctx: bytes
     used: dict[bytes, int] = field(default_factory=dict, compare=False)
     spent: frozenset[bytes] = frozenset()
+    order: OrderState | None = None
 
 
 class LineSet:
     """Bans every token that would make the current line one not in `lines`, or one written
     as often as `lines` has it already (blank lines and indentation always allowed). `ends`
     (the closing fence) and the end of text may only come after one of `tails` (the last
-    lines the answer can have) when `tails` are given, or once every tail line is spent."""
+    lines the answer can have) when `tails` are given, or once every tail line is spent.
+    With `order`, the lines must also keep its order (`edge_spec.core.order`) and the end waits
+    for it too. A token that completes a line and starts the next is judged for the next by
+    the counts and the order before it."""
 
     def __init__(self, index: VocabIndex, lines: Iterable[bytes], ends: Iterable[bytes] = (),
-                 tails: Iterable[bytes] = ()) -> None:
+                 tails: Iterable[bytes] = (), order: LineOrder | None = None) -> None:
         self._ix = index
+        self._order = order
         lines = list(lines)
         body = _forms(lines)
         self._max = Counter(ln.strip(_WS) for ln in lines if ln.strip(_WS))
@@ -81,7 +88,7 @@ class LineSet:
         self._sorted = tuple(sorted(x) for x in self._sets)
         self._tails = _forms(tails)
         self._tail_keys = frozenset(t.strip(_WS) for t in self._tails)
-        self._cache: dict[tuple[bool, bytes, frozenset[bytes]], RowBan] = {}
+        self._cache: dict[tuple[bool, bytes, frozenset[bytes], OrderState | None], RowBan] = {}
         # Newline tokens by what their first segment must complete: its bytes (after a partial
         # line), or its bytes without the indentation (at a line's start). Those with only
         # blanks after the newline are always allowed then; the others are checked per state.
@@ -104,13 +111,13 @@ class LineSet:
         self._first_ids: dict[bytes, set[int]] = {}
 
     def start(self, tail: bytes) -> LineState:
-        return LineState(line_context(tail))
+        return LineState(line_context(tail), order=OrderState() if self._order else None)
 
     def advance(self, state: LineState, piece: bytes) -> LineState:
         """The state after `piece`; a line it completes counts as written."""
         if b"\n" not in piece:
-            return LineState(state.ctx + piece, state.used, state.spent)
-        used, spent = state.used, state.spent
+            return LineState(state.ctx + piece, state.used, state.spent, state.order)
+        used, spent, order = state.used, state.spent, state.order
         for seg in (last_line(state.ctx) + piece).split(b"\n")[:-1]:
             key = seg.strip(_WS)
             if key in self._max:
@@ -119,31 +126,39 @@ class LineSet:
                 used[key] = used.get(key, 0) + 1
                 if used[key] >= self._max[key]:
                     spent = spent | {key}
-        return LineState(line_context(state.ctx + piece), used, spent)
+            if key and order is not None and self._order is not None:
+                order = self._order.step(order, key)
+        return LineState(line_context(state.ctx + piece), used, spent, order)
 
-    def _tail(self, line: bytes, spent: frozenset[bytes]) -> bool:
-        """Whether the answer may end after `line` (unindented; empty: no line yet)."""
-        return not self._tails or line.strip(_WS) in self._tail_keys or self._tail_keys <= spent
+    def _tail(self, line: bytes, spent: frozenset[bytes], order: OrderState | None = None) -> bool:
+        """Whether the answer may end after `line` (unindented; empty: no line yet), with
+        `order` the order's state before it."""
+        key = line.strip(_WS)
+        if self._tails and key not in self._tail_keys and not self._tail_keys <= spent:
+            return False
+        if order is None or self._order is None:
+            return True
+        return self._order.may_end(self._order.step(order, key) if key else order)
 
-    def _after(self, regime: bool, segment: bytes, spent: frozenset[bytes]) -> bool:
+    def _after(self, regime: bool, segment: bytes, spent: frozenset[bytes],
+               order: OrderState | None) -> bool:
         body = segment.lstrip(_WS)
-        return regime if not body.strip(_WS) else self._tail(body, spent)
+        return regime if not body.strip(_WS) else self._tail(body, spent, order)
 
-    def _allowed_line(self, body: bytes, regime: bool, spent: frozenset[bytes]) -> bool:
-        return body in self._sets[regime] and body.strip(_WS) not in spent
-
-    def _rest_ok(self, tid: int, regime: bool, spent: frozenset[bytes]) -> bool:
+    def _rest_ok(self, tid: int, regime: bool, spent: frozenset[bytes],
+                 barred: frozenset[bytes], order: OrderState | None) -> bool:
         """Whether what newline token `tid` writes after its first newline is allowed."""
         rest = self._rests.get(tid)
         if rest is None:
             return True
         for seg in rest[:-1]:
             body = seg.lstrip(_WS)
-            if body.strip(_WS) and not self._allowed_line(body, regime, spent):
+            if body.strip(_WS) and not (body in self._sets[regime]
+                                        and body.strip(_WS) not in barred):
                 return False
-            regime = self._after(regime, seg, spent)
+            regime = self._after(regime, seg, spent, order)
         last = rest[-1].lstrip(_WS)
-        return not last or bool(self._lines_from(last, regime, spent))
+        return not last or bool(self._lines_from(last, regime, barred))
 
     def _lines_from(self, key: bytes, regime: bool, spent: frozenset[bytes]) -> list[bytes]:
         """The allowed lines `key` starts, less the ones spent."""
@@ -168,40 +183,47 @@ class LineSet:
             state = state.encode("utf-8")
         if isinstance(state, bytes):
             state = LineState(state)
-        line, spent = state.ctx, state.spent
+        line, spent, order = state.ctx, state.spent, state.order
         cut = line.rfind(b"\n")
         prev = line[:line.find(b"\n")].strip(_WS) if cut >= 0 else b""
-        regime = self._tail(prev, spent) if prev else self._tail(b"\n", spent)
-        key = (regime, line[cut + 1:].lstrip(_WS), spent)
+        # `order` has seen `prev` already: only the tail rule is asked about it.
+        regime = self._tail(prev or b"\n", spent) and (
+            order is None or self._order is None or self._order.may_end(order))
+        key = (regime, line[cut + 1:].lstrip(_WS), spent, order)
         got = self._cache.get(key)
         if got is None:
+            if len(self._cache) > 8192:
+                self._cache.clear()
             got = self._cache[key] = self._allowed(*key)
         return got
 
-    def _allowed(self, regime: bool, key: bytes, spent: frozenset[bytes]) -> RowBan:
+    def _allowed(self, regime: bool, key: bytes, spent: frozenset[bytes],
+                 order: OrderState | None) -> RowBan:
         ix, ids = self._ix, set[int]()
+        barred = spent | self._order.barred(order) if self._order and order else spent
         if not key:
             # Any indentation, then the start of a line left; a blank line or the end.
             ids.update(*(self._firsts(ln) for ln in self._sorted[regime]
-                         if ln.strip(_WS) not in spent))
+                         if ln.strip(_WS) not in barred))
             ids.update(ix.lead.get(b"", ()))
             for head, plain, other in self._heads[regime]:
-                if head.strip(_WS) not in spent:
-                    after = self._after(regime, head, spent)
+                if head.strip(_WS) not in barred:
+                    after = self._after(regime, head, spent, order)
                     ids.update(plain)
-                    ids.update(t for t in other if self._rest_ok(t, after, spent))
+                    ids.update(t for t in other if self._rest_ok(t, after, spent, barred, order))
             if regime:
                 ids.update(ix.control)
             return Only(_sorted_ids(ids))
-        cands = self._lines_from(key, regime, spent)
+        cands = self._lines_from(key, regime, barred)
         if not cands:
             # A line the guard never allowed (the prompt's last line): nothing to keep it to.
             return np.zeros(0, dtype=np.int64)
         ids.update(_along(cands, len(key), ix.exact, ix.exact_sorted))
         for ln in cands:
-            after = self._tail(ln, spent)
-            ids.update(t for t in self._ends.get(ln[len(key):], ()) if self._rest_ok(t, after, spent))
-        if key in cands and self._tail(key, spent):  # the end may follow
+            after = self._tail(ln, spent, order)
+            ids.update(t for t in self._ends.get(ln[len(key):], ())
+                       if self._rest_ok(t, after, spent, barred, order))
+        if key in cands and self._tail(key, spent, order):  # the end may follow
             ids.update(ix.control)
         return Only(_sorted_ids(ids))
 

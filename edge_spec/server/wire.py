@@ -141,7 +141,7 @@ class ApplyRequest(_Base):
     path: str | None = None  # the file's name: picks the structural merge's language
     engine: Literal["auto", "model", "merge", "region"] = "auto"
     # The decode-time guard on the model's answer; None: the server's (`serve --guard`).
-    guard: Literal["lines", "markers", "off"] | None = None
+    guard: Literal["order", "lines", "markers", "off"] | None = None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,146 @@
+"""The order a merged file keeps: the original's lines in their order, the snippet's in theirs.
+
+A merged file is the original with each hunk of the snippet put in its place, so read against
+the original it copies runs of lines, writes the snippet's hunks as runs, and skips original
+lines only where the snippet says so. This module follows the answer's complete lines
+(stripped; blank lines do not count) over the original's non-blank lines. A reading is the
+original line the last copy was (-1: none yet) and whether snippet lines were written since;
+repeated lines keep several readings open. A line of the answer is
+
+- the next original line after a reading's (a copy);
+- a snippet line written as new code: the first line of a hunk (after a marker, or the
+  snippet's first), or the line that follows the one just written in the snippet: a hunk is
+  written as one run;
+- an original line further on (a skip), which must be either the line that follows the one
+  just written in the snippet, reached after snippet lines or from a line the snippet shows
+  (the hunk's own context says where it resumes, or that the lines between two of its context
+  lines are gone), or, right after the last line of a hunk (a line a marker or the snippet's
+  end follows), a line all skipped lines are indented deeper than: a hunk without trailing
+  context replaces at most the rest of the block it ends in.
+
+The answer may end only once every snippet line has been written, in the snippet's order, and
+the last original line copied, or, for a snippet that ends without a marker (its end is the
+file's end), right after the snippet's last line. Every expected file of the dev sets keeps
+these rules; a lazy answer that jumps from the snippet to the end of the file does not. When no
+reading is left (a line these rules do not allow got through), the order stops constraining.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+_WS = b" \t"
+Reading = tuple[int, bool]  # (last copied original line, snippet lines written since)
+
+
+@dataclass(frozen=True)
+class OrderState:
+    """The readings of the answer so far (None: the order no longer constrains), how many
+    snippet lines it has written in the snippet's order, and its last line (stripped)."""
+
+    pos: frozenset[Reading] | None = frozenset({(-1, False)})
+    done: int = 0
+    last: bytes = b""
+
+
+class LineOrder:
+    """The rules above for one original (its raw lines) and one snippet (its lines in order,
+    each with whether it is a marker)."""
+
+    def __init__(self, original: Iterable[bytes], snippet: Iterable[tuple[bytes, bool]]) -> None:
+        raw = [ln for ln in original if ln.strip(_WS)]
+        self.lines = [ln.strip(_WS) for ln in raw]
+        depth = [len(ln.expandtabs(4)) - len(ln.expandtabs(4).lstrip(_WS)) for ln in raw]
+        # For each line, the nearest line before it indented no deeper (-1: none): a skip onto
+        # line j passes over only deeper lines when it starts at or after that line.
+        self._shallow: list[int] = []
+        stack: list[int] = []
+        for j, d in enumerate(depth):
+            while stack and depth[stack[-1]] > d:
+                stack.pop()
+            self._shallow.append(stack[-1] if stack else -1)
+            stack.append(j)
+        self._at: dict[bytes, list[int]] = {}
+        for j, key in enumerate(self.lines):
+            self._at.setdefault(key, []).append(j)
+        items = [(ln.strip(_WS), marker) for ln, marker in snippet if ln.strip(_WS)]
+        self.shown = [key for key, marker in items if not marker]
+        self._shown = frozenset(self.shown)
+        self._open_end = bool(items) and not items[-1][1]  # the snippet's end is the file's
+        self._hunk_ends: set[bytes] = set()
+        self._starts: set[bytes] = set()  # lines that open a hunk somewhere
+        self._follows: dict[bytes, set[bytes]] = {}  # line -> the lines right after it in a hunk
+        for i, (key, marker) in enumerate(items):
+            if marker:
+                continue
+            if i == 0 or items[i - 1][1]:
+                self._starts.add(key)
+            else:
+                self._follows.setdefault(items[i - 1][0], set()).add(key)
+            if i + 1 == len(items) or items[i + 1][1]:
+                self._hunk_ends.add(key)
+        self._keys = frozenset(self.lines) | self._shown
+        self._barred: dict[OrderState, frozenset[bytes]] = {}
+
+    def step(self, state: OrderState, key: bytes) -> OrderState:
+        """The state after the answer writes the (stripped, non-blank) line `key`."""
+        done = state.done + (state.done < len(self.shown) and self.shown[state.done] == key)
+        if state.pos is None:
+            return OrderState(None, done, key)
+        new: set[Reading] = set()
+        resumes = key in self._follows.get(state.last, ())  # the hunk goes on with `key`
+        if resumes or key in self._starts:
+            new.update((p, True) for p, _ in state.pos)
+        at = self._at.get(key, ())
+        lines = self.lines
+        new.update((p + 1, False) for p, _ in state.pos if p + 1 < len(lines) and lines[p + 1] == key)
+        if at and key in self._shown:
+            lo = self._resume_from(state) if resumes else None
+            if lo is not None:
+                new.update((j, False) for j in at if j > lo + 1)
+        elif at and state.last in self._hunk_ends:
+            ordered = sorted(p for p, _ in state.pos)
+            new.update((j, False) for j in at if self._may_skip_to(ordered, j))
+        return OrderState(frozenset(new) if new else None, done, key)
+
+    def _resume_from(self, state: OrderState) -> int | None:
+        """The first reading a skip onto a line the snippet shows may start from."""
+        assert state.pos is not None
+        starts = [p for p, wrote in state.pos
+                  if wrote or (p >= 0 and self.lines[p] in self._shown)]
+        return min(starts) if starts else None
+
+    def _may_skip_to(self, ordered: Sequence[int], j: int) -> bool:
+        """Whether a skip onto line j over only deeper lines starts at one of `ordered`."""
+        i = bisect_left(ordered, max(self._shallow[j], 0))
+        return i < len(ordered) and ordered[i] < j - 1
+
+    def barred(self, state: OrderState) -> frozenset[bytes]:
+        """The lines (stripped) the answer may not write next: no reading reaches them."""
+        if state.pos is None:
+            return frozenset()
+        got = self._barred.get(state)
+        if got is None:
+            lines = self.lines
+            ok = {lines[p + 1] for p, _ in state.pos if p + 1 < len(lines)}
+            ok.update(self._starts)
+            ok.update(self._follows.get(state.last, ()))  # (a skip onto a shown line is one)
+            if state.last in self._hunk_ends:
+                ordered = sorted(p for p, _ in state.pos)
+                ok.update(lines[j] for j in range(ordered[0] + 2, len(lines))
+                          if lines[j] not in self._shown and self._may_skip_to(ordered, j))
+            if len(self._barred) > 4096:
+                self._barred.clear()
+            got = self._barred[state] = self._keys - ok
+        return got
+
+    def may_end(self, state: OrderState) -> bool:
+        if state.pos is None:
+            return True
+        if state.done < len(self.shown):
+            return False
+        if any(p == len(self.lines) - 1 for p, _ in state.pos):
+            return True
+        return self._open_end and bool(self.shown) and state.last == self.shown[-1]
