@@ -39,7 +39,16 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]],
     orig = [ln.strip(b" \t") for ln in raw]
     items = [(ln.strip(b" \t"), m) for ln, m in snippet if ln.strip(b" \t")]
     shown = [k for k, m in items if not m]
-    ends = {k for (k, m), (_, nxt) in zip(items, [*items[1:], (b"", True)], strict=False) if not m and nxt}
+    wide: dict[bytes, int] = {}  # a hunk's last line -> its most lines at the hunk's depth
+    hunk: list[bytes] = []
+    for ln, m in [*(x for x in snippet if x[0].strip(b" \t")), (b"", True)]:
+        if not m:
+            hunk.append(ln)
+        elif hunk:
+            base = min(_depth(h) for h in hunk)
+            key = hunk[-1].strip(b" \t")
+            wide[key] = max(wide.get(key, 0), sum(_depth(h) == base for h in hunk))
+            hunk = []
     ans = _keys(answer)
 
     def insert_ok(key: bytes, last: bytes) -> bool:
@@ -51,8 +60,11 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]],
             resumes = any(k == orig[j] and i > 0 and not items[i - 1][1] and items[i - 1][0] == last
                           for i, (k, m) in enumerate(items) if not m)
             return resumes and (wrote or (p >= 0 and orig[p] in shown))
-        return last in ends and p >= 0 and all(_depth(raw[k]) > _depth(raw[j])
-                                               for k in range(p + 1, j))
+        if last not in wide or p < 0:
+            return False
+        skipped = [_depth(raw[k]) for k in range(p + 1, j)]
+        low, land = min(skipped), _depth(raw[j])
+        return land < low or (land == low and skipped.count(low) <= wide[last])
 
     @cache
     def finals(i: int) -> frozenset[tuple[int, bool]]:
@@ -88,7 +100,8 @@ def _walk(order: LineOrder, answer: list[bytes]) -> tuple[bool, bool]:
 def _random_case(rng: random.Random) -> tuple[list[bytes], list[tuple[bytes, bool]], list[bytes]]:
     words = [b"a", b"b", b"c", b"}", b"x = 1"]
     original = [b" " * rng.choice((0, 0, 2, 4)) + rng.choice(words) for _ in range(rng.randint(0, 7))]
-    snippet = [(rng.choice(words + [b"new"]), False) if rng.random() < 0.75 else (b"# ...", True)
+    snippet = [(b" " * rng.choice((0, 2, 4)) + rng.choice(words + [b"new"]), False)
+               if rng.random() < 0.75 else (b"# ...", True)
                for _ in range(rng.randint(0, 5))]
     pool = _keys(original) + [k for k, m in snippet if not m] + [b"", b"zz"]
     answer = [rng.choice(pool) for _ in range(rng.randint(0, 8))]
@@ -122,7 +135,10 @@ def test_barred_lines_are_the_ones_no_reading_reaches() -> None:
 
 
 def _dev_tasks() -> list[dict]:
-    return [json.loads(x) for x in DEV.read_text().splitlines() if x.strip()]
+    ex = DEV.parents[2] / "examples" / "apply"  # a method replaced with no context line
+    demo = {"id": "demo", "language": "python", "original": (ex / "original.py").read_text(),
+            "update": (ex / "update.py").read_text(), "expected": (ex / "expected.py").read_text()}
+    return [demo] + [json.loads(x) for x in DEV.read_text().splitlines() if x.strip()]
 
 
 @pytest.mark.parametrize("task", _dev_tasks(), ids=lambda t: t["id"])

@@ -15,8 +15,10 @@ repeated lines keep several readings open. A line of the answer is
   just written in the snippet, reached after snippet lines or from a line the snippet shows
   (the hunk's own context says where it resumes, or that the lines between two of its context
   lines are gone), or, right after the last line of a hunk (a line a marker or the snippet's
-  end follows), a line all skipped lines are indented deeper than: a hunk without trailing
-  context replaces at most the rest of the block it ends in.
+  end follows), a line that closes what was skipped: the skipped lines are all indented deeper
+  than it (the rest of the block the hunk ends in), or none is shallower than it and those at
+  the skipped lines' own depth are no more than the hunk's lines at its depth (a hunk without
+  context in the original replaces as many blocks as it has, as a method replaced by name).
 
 The answer may end only once every snippet line has been written, in the snippet's order, and
 the last original line copied, or, for a snippet that ends without a marker (its end is the
@@ -27,8 +29,7 @@ reading is left (a line these rules do not allow got through), the order stops c
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 _WS = b" \t"
@@ -52,37 +53,36 @@ class LineOrder:
     def __init__(self, original: Iterable[bytes], snippet: Iterable[tuple[bytes, bool]]) -> None:
         raw = [ln for ln in original if ln.strip(_WS)]
         self.lines = [ln.strip(_WS) for ln in raw]
-        depth = [len(ln.expandtabs(4)) - len(ln.expandtabs(4).lstrip(_WS)) for ln in raw]
-        # For each line, the nearest line before it indented no deeper (-1: none): a skip onto
-        # line j passes over only deeper lines when it starts at or after that line.
-        self._shallow: list[int] = []
-        stack: list[int] = []
-        for j, d in enumerate(depth):
-            while stack and depth[stack[-1]] > d:
-                stack.pop()
-            self._shallow.append(stack[-1] if stack else -1)
-            stack.append(j)
+        self._depth = [_depth(ln) for ln in raw]
         self._at: dict[bytes, list[int]] = {}
         for j, key in enumerate(self.lines):
             self._at.setdefault(key, []).append(j)
-        items = [(ln.strip(_WS), marker) for ln, marker in snippet if ln.strip(_WS)]
+        marked = [(ln, marker) for ln, marker in snippet if ln.strip(_WS)]
+        items = [(ln.strip(_WS), marker) for ln, marker in marked]
         self.shown = [key for key, marker in items if not marker]
         self._shown = frozenset(self.shown)
         self._open_end = bool(items) and not items[-1][1]  # the snippet's end is the file's
-        self._hunk_ends: set[bytes] = set()
+        # A hunk's last line -> the most lines a hunk ending with it has at its own depth.
+        self._hunk_ends: dict[bytes, int] = {}
+        hunk: list[bytes] = []
         self._starts: set[bytes] = set()  # lines that open a hunk somewhere
         self._follows: dict[bytes, set[bytes]] = {}  # line -> the lines right after it in a hunk
         for i, (key, marker) in enumerate(items):
             if marker:
+                hunk = []
                 continue
+            hunk.append(marked[i][0])
             if i == 0 or items[i - 1][1]:
                 self._starts.add(key)
             else:
                 self._follows.setdefault(items[i - 1][0], set()).add(key)
             if i + 1 == len(items) or items[i + 1][1]:
-                self._hunk_ends.add(key)
+                base = min(_depth(ln) for ln in hunk)
+                wide = sum(_depth(ln) == base for ln in hunk)
+                self._hunk_ends[key] = max(wide, self._hunk_ends.get(key, 0))
         self._keys = frozenset(self.lines) | self._shown
         self._barred: dict[OrderState, frozenset[bytes]] = {}
+        self._skips: dict[tuple[int, int], frozenset[int]] = {}
 
     def step(self, state: OrderState, key: bytes) -> OrderState:
         """The state after the answer writes the (stripped, non-blank) line `key`."""
@@ -101,8 +101,9 @@ class LineOrder:
             if lo is not None:
                 new.update((j, False) for j in at if j > lo + 1)
         elif at and state.last in self._hunk_ends:
-            ordered = sorted(p for p, _ in state.pos)
-            new.update((j, False) for j in at if self._may_skip_to(ordered, j))
+            wide = self._hunk_ends[state.last]
+            for p, _ in state.pos:
+                new.update((j, False) for j in self._skips_from(p, wide) if lines[j] == key)
         return OrderState(frozenset(new) if new else None, done, key)
 
     def _resume_from(self, state: OrderState) -> int | None:
@@ -112,10 +113,25 @@ class LineOrder:
                   if wrote or (p >= 0 and self.lines[p] in self._shown)]
         return min(starts) if starts else None
 
-    def _may_skip_to(self, ordered: Sequence[int], j: int) -> bool:
-        """Whether a skip onto line j over only deeper lines starts at one of `ordered`."""
-        i = bisect_left(ordered, max(self._shallow[j], 0))
-        return i < len(ordered) and ordered[i] < j - 1
+    def _skips_from(self, p: int, wide: int) -> frozenset[int]:
+        """The lines a skip after a hunk's last line may land on from original line p, for a
+        hunk with `wide` lines at its own depth."""
+        got = self._skips.get((p, wide))
+        if got is None:
+            out: list[int] = []
+            low, count = 1 << 30, 0  # the skipped lines' least depth, and how many have it
+            for j in range(p + 1, len(self.lines)) if p >= 0 else ():
+                d = self._depth[j]
+                if j > p + 1 and (d < low or (d == low and count <= wide)):
+                    out.append(j)
+                if d < low:
+                    low, count = d, 1
+                elif d == low:
+                    count += 1
+                if low == 0 and count > wide:
+                    break  # no later line is shallower than the skipped ones
+            got = self._skips[(p, wide)] = frozenset(out)
+        return got
 
     def barred(self, state: OrderState) -> frozenset[bytes]:
         """The lines (stripped) the answer may not write next: no reading reaches them."""
@@ -128,9 +144,10 @@ class LineOrder:
             ok.update(self._starts)
             ok.update(self._follows.get(state.last, ()))  # (a skip onto a shown line is one)
             if state.last in self._hunk_ends:
-                ordered = sorted(p for p, _ in state.pos)
-                ok.update(lines[j] for j in range(ordered[0] + 2, len(lines))
-                          if lines[j] not in self._shown and self._may_skip_to(ordered, j))
+                wide = self._hunk_ends[state.last]
+                for p, _ in state.pos:
+                    ok.update(lines[j] for j in self._skips_from(p, wide)
+                              if lines[j] not in self._shown)
             if len(self._barred) > 4096:
                 self._barred.clear()
             got = self._barred[state] = self._keys - ok
@@ -144,3 +161,7 @@ class LineOrder:
         if any(p == len(self.lines) - 1 for p, _ in state.pos):
             return True
         return self._open_end and bool(self.shown) and state.last == self.shown[-1]
+
+
+def _depth(line: bytes) -> int:
+    return len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip(_WS))
