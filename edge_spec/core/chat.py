@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from edge_spec.errors import UserError, require
 
@@ -27,17 +28,10 @@ def render(template: str, messages: Sequence[Message], bos_token: str = "",
     '<|im_start|>user\\nhi<|im_end|>\\n<|im_start|>assistant\\n'
     """
     jinja2 = require("jinja2", "llamacpp")
-    from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+    from jinja2.sandbox import SecurityError
 
-    # Templates test optional variables (`tools`, `documents`) for truthiness: keep them lenient.
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-
-    def raise_exception(msg: str) -> None:
-        raise UserError(f"chat template refused the messages: {msg}")
-
-    env.globals["raise_exception"] = raise_exception
     try:
-        return env.from_string(template).render(
+        return _compiled(template).render(
             messages=list(messages), bos_token=bos_token, eos_token=eos_token,
             add_generation_prompt=add_generation_prompt,
         )
@@ -50,6 +44,21 @@ def render(template: str, messages: Sequence[Message], bos_token: str = "",
         msg = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise UserError(f"the model's chat template failed to render ({msg}); "
                         "pass --no-chat to send the prompt as raw text") from None
+
+
+@lru_cache(maxsize=8)
+def _compiled(template: str) -> Any:
+    """The template compiled once: compiling costs more than rendering, on every request."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    # Templates test optional variables (`tools`, `documents`) for truthiness: keep them lenient.
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = _raise_exception
+    return env.from_string(template)
+
+
+def _raise_exception(msg: str) -> None:
+    raise UserError(f"chat template refused the messages: {msg}")
 
 
 def _special_text(rt: Runtime, token: int | None) -> str:

@@ -53,6 +53,21 @@ class VocabIndex:
         # Sorted, so a piece of a line that no token starts with ends the lookups along it.
         self.exact_sorted = sorted(self.exact)
         self.lead_sorted = sorted(self.lead)
+        # Newline tokens by what their first segment must complete: its bytes (after a partial
+        # line), or its bytes without the indentation (at a line's start: `heads`, each split
+        # into those with only blanks after the newline, always allowed then, and the others,
+        # checked per state against what they write after it: `rests`).
+        self.ends: dict[bytes, list[int]] = {}
+        self.rests: dict[int, tuple[bytes, ...]] = {}
+        starts: dict[bytes, list[int]] = {}
+        for tid, head, after in self.newline:
+            self.ends.setdefault(head, []).append(tid)
+            starts.setdefault(head.lstrip(_WS), []).append(tid)
+            if any(seg.strip(_WS) for seg in after):
+                self.rests[tid] = after
+        self.heads = {head: ([t for t in tids if t not in self.rests],
+                             [t for t in tids if t in self.rests])
+                      for head, tids in starts.items()}
 
 
 @dataclass(frozen=True)
@@ -89,22 +104,10 @@ class LineSet:
         self._tails = _forms(tails)
         self._tail_keys = frozenset(t.strip(_WS) for t in self._tails)
         self._cache: dict[tuple[bool, bytes, frozenset[bytes], OrderState | None], RowBan] = {}
-        # Newline tokens by what their first segment must complete: its bytes (after a partial
-        # line), or its bytes without the indentation (at a line's start). Those with only
-        # blanks after the newline are always allowed then; the others are checked per state.
-        self._ends: dict[bytes, list[int]] = {}
-        self._starts: dict[bytes, list[int]] = {}
-        self._rests: dict[int, tuple[bytes, ...]] = {}
-        for tid, first, rest in index.newline:
-            self._ends.setdefault(first, []).append(tid)
-            self._starts.setdefault(first.lstrip(_WS), []).append(tid)
-            if any(seg.strip(_WS) for seg in rest):
-                self._rests[tid] = rest
+        self._ends, self._rests = index.ends, index.rests
         # At a line's start, per regime: the newline tokens whose first segment may be written
         # there (blank, or an allowed line), split into those with only blanks after it.
-        self._heads = tuple([(head, [t for t in tids if t not in self._rests],
-                              [t for t in tids if t in self._rests])
-                             for head, tids in self._starts.items()
+        self._heads = tuple([(head, *index.heads[head]) for head in index.heads
                              if not head.strip(_WS) or head in self._sets[regime]]
                             for regime in (False, True))
         self._from: dict[tuple[bytes, bool], list[bytes]] = {}
