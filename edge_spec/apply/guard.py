@@ -157,5 +157,16 @@ def lines_guard(original: str, snippet: Sequence[tuple[str, bool]], stop: Sequen
                                                                        shown)]
     keep = LineOrder((ln.encode("utf-8") for ln in original.split("\n")),
                      ((ln.encode("utf-8"), marker) for ln, marker in snippet)) if order else None
+    spill = max(_blank_run(original), _blank_run("\n".join(ln for ln, _ in snippet)))
     return LineSet(index, (t.encode("utf-8") for t in own),
-                   (t.encode("utf-8") for t in ends), (t.encode("utf-8") for t in tails), keep)
+                   (t.encode("utf-8") for t in ends), (t.encode("utf-8") for t in tails), keep,
+                   spill)
+
+
+def _blank_run(text: str) -> int:
+    """The most blank lines in a row (the newline that ends the text opens none)."""
+    most = run = 0
+    for ln in text.splitlines():
+        run = 0 if ln.strip() else run + 1
+        most = max(most, run)
+    return most

@@ -73,13 +73,15 @@ class VocabIndex:
 @dataclass(frozen=True)
 class LineState:
     """Where the output stands: `line_context` of it, how often each allowed line (by its
-    stripped bytes) has been written, the lines written as often as allowed, and where the
-    answer stands in the texts' order (when the guard keeps it)."""
+    stripped bytes) has been written, the lines written as often as allowed, where the
+    answer stands in the texts' order (when the guard keeps it), and how many blank lines it
+    has just written."""
 
     ctx: bytes
     used: dict[bytes, int] = field(default_factory=dict, compare=False)
     spent: frozenset[bytes] = frozenset()
     order: OrderState | None = None
+    blanks: int = 0
 
 
 class LineSet:
@@ -89,12 +91,16 @@ class LineSet:
     lines the answer can have) when `tails` are given, or once every tail line is spent.
     With `order`, the lines must also keep its order (`edge_spec.core.order`) and the end waits
     for it too. A token that completes a line and starts the next is judged for the next by
-    the counts and the order before it."""
+    the counts and the order before it. Past `spill` blank lines in a row (more than a merged
+    file has) the end is allowed whatever the rules say: an answer that went wrong where no
+    rule can stop it ends there instead of running to the token budget."""
 
     def __init__(self, index: VocabIndex, lines: Iterable[bytes], ends: Iterable[bytes] = (),
-                 tails: Iterable[bytes] = (), order: LineOrder | None = None) -> None:
+                 tails: Iterable[bytes] = (), order: LineOrder | None = None,
+                 spill: int | None = None) -> None:
         self._ix = index
         self._order = order
+        self._spill = spill
         lines = list(lines)
         body = _forms(lines)
         self._max = Counter(ln.strip(_WS) for ln in lines if ln.strip(_WS))
@@ -119,8 +125,9 @@ class LineSet:
     def advance(self, state: LineState, piece: bytes) -> LineState:
         """The state after `piece`; a line it completes counts as written."""
         if b"\n" not in piece:
-            return LineState(state.ctx + piece, state.used, state.spent, state.order)
-        used, spent, order = state.used, state.spent, state.order
+            return LineState(state.ctx + piece, state.used, state.spent, state.order,
+                             state.blanks)
+        used, spent, order, blanks = state.used, state.spent, state.order, state.blanks
         for seg in (last_line(state.ctx) + piece).split(b"\n")[:-1]:
             key = seg.strip(_WS)
             if key in self._max:
@@ -131,7 +138,8 @@ class LineSet:
                     spent = spent | {key}
             if key and order is not None and self._order is not None:
                 order = self._order.step(order, key)
-        return LineState(line_context(state.ctx + piece), used, spent, order)
+            blanks = 0 if key else blanks + 1
+        return LineState(line_context(state.ctx + piece), used, spent, order, blanks)
 
     def _tail(self, line: bytes, spent: frozenset[bytes], order: OrderState | None = None) -> bool:
         """Whether the answer may end after `line` (unindented; empty: no line yet), with
@@ -192,6 +200,8 @@ class LineSet:
         # `order` has seen `prev` already: only the tail rule is asked about it.
         regime = self._tail(prev or b"\n", spent) and (
             order is None or self._order is None or self._order.may_end(order))
+        if self._spill is not None and state.blanks > self._spill:
+            regime = True
         key = (regime, line[cut + 1:].lstrip(_WS), spent, order)
         got = self._cache.get(key)
         if got is None:

@@ -20,9 +20,10 @@ repeated lines keep several readings open. A line of the answer is
   the skipped lines' own depth are no more than the hunk's lines at its depth (a hunk without
   context in the original replaces as many blocks as it has, as a method replaced by name).
 
-The answer may end only once every snippet line has been written, in the snippet's order, and
-the last original line copied, or, for a snippet that ends without a marker (its end is the
-file's end), right after the snippet's last line. Every expected file of the dev sets keeps
+The answer may end only once the last original line is copied, or, for a snippet that ends
+without a marker (its end is the file's end), right after the snippet's last line. (It does not
+wait for snippet lines left out: their place is behind it, and one written at the end is no
+better than none.) Every expected file of the dev sets keeps
 these rules; a lazy answer that jumps from the snippet to the end of the file does not. When no
 reading is left (a line these rules do not allow got through), the order stops constraining.
 """
@@ -38,11 +39,10 @@ Reading = tuple[int, bool]  # (last copied original line, snippet lines written 
 
 @dataclass(frozen=True)
 class OrderState:
-    """The readings of the answer so far (None: the order no longer constrains), how many
-    snippet lines it has written in the snippet's order, and its last line (stripped)."""
+    """The readings of the answer so far (None: the order no longer constrains) and its last
+    line (stripped)."""
 
     pos: frozenset[Reading] | None = frozenset({(-1, False)})
-    done: int = 0
     last: bytes = b""
 
 
@@ -86,9 +86,8 @@ class LineOrder:
 
     def step(self, state: OrderState, key: bytes) -> OrderState:
         """The state after the answer writes the (stripped, non-blank) line `key`."""
-        done = state.done + (state.done < len(self.shown) and self.shown[state.done] == key)
         if state.pos is None:
-            return OrderState(None, done, key)
+            return OrderState(None, key)
         new: set[Reading] = set()
         resumes = key in self._follows.get(state.last, ())  # the hunk goes on with `key`
         if resumes or key in self._starts:
@@ -104,7 +103,7 @@ class LineOrder:
             wide = self._hunk_ends[state.last]
             for p, _ in state.pos:
                 new.update((j, False) for j in self._skips_from(p, wide) if lines[j] == key)
-        return OrderState(frozenset(new) if new else None, done, key)
+        return OrderState(frozenset(new) if new else None, key)
 
     def _resume_from(self, state: OrderState) -> int | None:
         """The first reading a skip onto a line the snippet shows may start from."""
@@ -156,8 +155,6 @@ class LineOrder:
     def may_end(self, state: OrderState) -> bool:
         if state.pos is None:
             return True
-        if state.done < len(self.shown):
-            return False
         if any(p == len(self.lines) - 1 for p, _ in state.pos):
             return True
         return self._open_end and bool(self.shown) and state.last == self.shown[-1]
