@@ -21,11 +21,11 @@ repeated lines keep several readings open. A line of the answer is
   context in the original replaces as many blocks as it has, as a method replaced by name).
 
 The answer may end only once the last original line is copied, or, for a snippet that ends
-without a marker (its end is the file's end), right after the snippet's last line. (It does not
-wait for snippet lines left out: their place is behind it, and one written at the end is no
-better than none.) Every expected file of the dev sets keeps
-these rules; a lazy answer that jumps from the snippet to the end of the file does not. When no
-reading is left (a line these rules do not allow got through), the order stops constraining.
+without a marker (its end is the file's end), right after the snippet's last line. It does not
+wait for snippet lines left out: their place is behind the answer, and one written at the end
+is no better than none. Every expected file of the dev sets keeps these rules; a lazy answer
+that jumps from the snippet to the end of the file does not. When no reading is left (a line
+these rules do not allow got through), the order stops constraining.
 """
 
 from __future__ import annotations
