@@ -269,9 +269,10 @@ class Engine:
         regions = None if engine in ("model", "merge") else self._regions(original, update,
                                                                            merge, engine)
 
-        def run(text: str, edit: str, merged: str, cb: Delta | None) -> ApplyResult:
+        def run(text: str, edit: str, merged: str, cb: Delta | None,
+                whole: MergeResult | None = None) -> ApplyResult:
             plan = plan_apply(self.target, text, edit, instruction, template=template, lang=lang,
-                              max_tokens=max_tokens, merged=merged, guard=guard)
+                              max_tokens=max_tokens, merged=merged, guard=guard, merge=whole)
             gen = GenConfig(plan.budget, plan.stop, sampling or SamplingSettings(), fixed_k,
                             plan.guard)
             out = self.run_tokens(plan.tokens, gen, plan.references, draft,
@@ -282,7 +283,7 @@ class Engine:
             res = run_regions(regions, lambda w, cb: run(w.original, w.snippet, w.merged, cb),
                               on_delta, original)
         else:
-            res = run(original, update, merge.text, on_delta)
+            res = run(original, update, merge.text, on_delta, merge)
         res.verdicts, res.language = verdicts(merge), merge.language
         if res.stats.finish_reason != "cancelled":
             found = answer_problems(original, update, res.text, merge)

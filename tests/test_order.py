@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
@@ -32,14 +33,28 @@ def _depth(ln: bytes) -> int:
     return len(ln.expandtabs(4)) - len(ln.expandtabs(4).lstrip(b" \t"))
 
 
-def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]],
-                answer: list[bytes]) -> tuple[bool, bool]:
+def _gaps(lines: list[bytes]) -> list[int]:
+    """For each non-blank line, the blank lines right before it."""
+    out, run = [], 0
+    for ln in lines:
+        if ln.strip(b" \t"):
+            out.append(run)
+            run = 0
+        else:
+            run += 1
+    return out
+
+
+def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer: list[bytes],
+                aligned: Sequence[tuple[int, int]] = ()) -> tuple[bool, bool]:
     """By enumeration: (some reading of `answer` keeps the rules, the answer may end there)."""
     raw = [ln for ln in original if ln.strip(b" \t")]
     orig = [ln.strip(b" \t") for ln in raw]
+    ogap, sgap, agap = _gaps(original), _gaps([ln for ln, _ in snippet]), _gaps(answer)
     items = [(ln.strip(b" \t"), m) for ln, m in snippet if ln.strip(b" \t")]
     shown = [k for k, m in items if not m]
     wide: dict[bytes, int] = {}  # a hunk's last line -> its most lines at the hunk's depth
+    end_depth: dict[bytes, int] = {}  # ... and its depth (where it first ends a hunk)
     hunk: list[bytes] = []
     for ln, m in [*(x for x in snippet if x[0].strip(b" \t")), (b"", True)]:
         if not m:
@@ -48,55 +63,87 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]],
             base = min(_depth(h) for h in hunk)
             key = hunk[-1].strip(b" \t")
             wide[key] = max(wide.get(key, 0), sum(_depth(h) == base for h in hunk))
+            end_depth.setdefault(key, _depth(hunk[-1]))
             hunk = []
+    # Pins: an aligned original line whose hunk goes on with another line than the original's.
+    onum = {n: i for i, n in enumerate(n for n, ln in enumerate(original) if ln.strip(b" \t"))}
+    snum = {n: i for i, n in enumerate(n for n, (ln, _) in enumerate(snippet) if ln.strip(b" \t"))}
+    pins: dict[int, bytes] = {}
+    for o, sn in aligned:
+        p, i = onum.get(o), snum.get(sn)
+        if p is not None and i is not None and i + 1 < len(items) and not items[i + 1][1] \
+                and items[i][0] == orig[p] and (p + 1 == len(orig) or orig[p + 1] != items[i + 1][0]):
+            pins.setdefault(p, items[i + 1][0])
     ans = _keys(answer)
 
-    def insert_ok(key: bytes, last: bytes) -> bool:
-        return any(k == key and not m and (i == 0 or items[i - 1][1] or items[i - 1][0] == last)
+    def goes_on(i: int, last: bytes, blanks: int) -> bool:
+        """Snippet line i follows `last` in a hunk, with at least its blank lines before it."""
+        return i > 0 and not items[i - 1][1] and items[i - 1][0] == last and blanks >= sgap[i]
+
+    def insert_ok(key: bytes, last: bytes, blanks: int) -> bool:
+        return any(k == key and not m and (i == 0 or items[i - 1][1] or goes_on(i, last, blanks))
                    for i, (k, m) in enumerate(items))
 
-    def skip_ok(p: int, wrote: bool, j: int, last: bytes) -> bool:
+    def past(p: int, last: bytes) -> int:
+        return next((j + 1 for j in range(p + 1, len(orig))
+                     if orig[j] == last and _depth(raw[j]) == end_depth.get(last)), len(orig))
+
+    def skip_ok(p: int, k: int, j: int, last: bytes, blanks: int) -> bool:
         if orig[j] in shown:
-            resumes = any(k == orig[j] and i > 0 and not items[i - 1][1] and items[i - 1][0] == last
-                          for i, (k, m) in enumerate(items) if not m)
-            return resumes and (wrote or (p >= 0 and orig[p] in shown))
-        if last not in wide or p < 0:
+            resumes = any(key == orig[j] and goes_on(i, last, blanks)
+                          for i, (key, m) in enumerate(items) if not m)
+            return resumes and (k != 0 or (p >= 0 and orig[p] in shown))
+        if last not in wide or p < 0 or k >= 0 or j > past(p, last):
             return False
-        skipped = [_depth(raw[k]) for k in range(p + 1, j)]
+        skipped = [_depth(raw[x]) for x in range(p + 1, j)]
         low, land = min(skipped), _depth(raw[j])
         return land < low or (land == low and skipped.count(low) <= wide[last])
 
     @cache
-    def finals(i: int) -> frozenset[tuple[int, bool]]:
-        """Every reading of the first i answer lines: (last copied line, snippet lines since)."""
+    def finals(i: int) -> frozenset[tuple[int, int]]:
+        """Every reading of the first i answer lines: (last copied line, snippet lines since:
+        0 none, n > 0 that many equal to the original's next ones, -1 otherwise)."""
         if i == 0:
-            return frozenset({(-1, False)})
-        key, last = ans[i - 1], ans[i - 2] if i >= 2 else b""
-        out: set[tuple[int, bool]] = set()
-        for p, wrote in finals(i - 1):
-            if insert_ok(key, last):
-                out.add((p, True))
-            out.update((j, False) for j in range(p + 1, len(orig)) if orig[j] == key
-                       and (j == p + 1 or skip_ok(p, wrote, j, last)))
+            return frozenset({(-1, 0)})
+        key, last, blanks = ans[i - 1], ans[i - 2] if i >= 2 else b"", agap[i - 1]
+        out: set[tuple[int, int]] = set()
+        for p, k in finals(i - 1):
+            if k == 0 and p in pins and pins[p] != key:
+                continue  # a hunk's context line: the hunk goes on
+            if insert_ok(key, last, blanks):
+                same = k >= 0 and p + k + 1 < len(orig) and orig[p + k + 1] == key
+                out.add((p, k + 1 if same else -1))
+            out.update((j, 0) for j in range(p + 1, len(orig)) if orig[j] == key
+                       and ((j == p + 1 and blanks >= ogap[j])
+                            or (j > p + 1 and skip_ok(p, k, j, last, blanks))))
         return frozenset(out)
 
     ok = all(finals(i) for i in range(len(ans) + 1))
-    end = ok and (any(p == len(orig) - 1 for p, _ in finals(len(ans))) or (
+    end = ok and (any(p == len(orig) - 1 and (k != 0 or p not in pins)
+                      for p, k in finals(len(ans))) or (
         bool(items) and not items[-1][1] and bool(ans) and ans[-1] == shown[-1]))
     return ok, end
 
 
 def _walk(order: LineOrder, answer: list[bytes]) -> tuple[bool, bool]:
     state = OrderState()
-    for key in _keys(answer):
-        state = order.step(state, key)
+    for key, blanks in zip(_keys(answer), _gaps(answer), strict=True):
+        state = order.step(state, key, blanks)
         if state.pos is None:
             return False, False
     return True, order.may_end(state)
 
 
+def _aligned(rng: random.Random, original: list[bytes],
+             snippet: list[tuple[bytes, bool]]) -> list[tuple[int, int]]:
+    """Random context pairs: snippet lines read as equal original lines (as a merge would)."""
+    pairs = [(o, s) for o, a in enumerate(original) for s, (b, m) in enumerate(snippet)
+             if not m and a.strip(b" \t") and a.strip(b" \t") == b.strip(b" \t")]
+    return rng.sample(pairs, min(len(pairs), rng.randint(0, 2)))
+
+
 def _random_case(rng: random.Random) -> tuple[list[bytes], list[tuple[bytes, bool]], list[bytes]]:
-    words = [b"a", b"b", b"c", b"}", b"x = 1"]
+    words = [b"a", b"b", b"c", b"}", b"x = 1", b""]  # blank lines too: their counts matter
     original = [b" " * rng.choice((0, 0, 2, 4)) + rng.choice(words) for _ in range(rng.randint(0, 7))]
     snippet = [(b" " * rng.choice((0, 2, 4)) + rng.choice(words + [b"new"]), False)
                if rng.random() < 0.75 else (b"# ...", True)
@@ -110,26 +157,28 @@ def test_random_answers_agree_with_the_definition() -> None:
     rng = random.Random(7)
     for _ in range(3000):
         original, snippet, answer = _random_case(rng)
-        order = LineOrder(original, snippet)
-        assert _walk(order, answer) == _definition(original, snippet, answer), (original, snippet,
-                                                                                answer)
+        aligned = _aligned(rng, original, snippet)
+        order = LineOrder(original, snippet, aligned)
+        assert _walk(order, answer) == _definition(original, snippet, answer, aligned), (
+            original, snippet, answer, aligned)
 
 
 def test_barred_lines_are_the_ones_no_reading_reaches() -> None:
     rng = random.Random(11)
     for _ in range(800):
         original, snippet, answer = _random_case(rng)
-        order = LineOrder(original, snippet)
+        order = LineOrder(original, snippet, _aligned(rng, original, snippet))
         state = OrderState()
-        for key in _keys(answer):
-            nxt = order.step(state, key)
+        for key, blanks in zip(_keys(answer), _gaps(answer), strict=True):
+            nxt = order.step(state, key, blanks)
             if nxt.pos is None:
                 break
             state = nxt
-        barred = order.barred(state)
-        for key in set(_keys(original)):
-            reached = order.step(state, key).pos is not None
-            assert (key in barred) == (not reached), (original, snippet, answer, key)
+        for blanks in range(3):
+            barred = order.barred(state, blanks)
+            for key in set(_keys(original + [k for k, m in snippet if not m])):
+                reached = order.step(state, key, blanks).pos is not None
+                assert (key in barred) == (not reached), (original, snippet, answer, key, blanks)
 
 
 def _dev_tasks() -> list[dict]:
@@ -208,3 +257,55 @@ def test_engine_apply_keeps_the_order_by_default() -> None:
     ordered = eng.apply(ORIG, upd, engine="model")
     assert ordered.text == eng.apply(ORIG, upd, engine="model", guard="order").text
     assert ordered.text != lines.text and ordered.suspect
+
+
+def _order(original: str, snippet: str) -> LineOrder:
+    return LineOrder([ln.encode() for ln in original.split("\n")],
+                     [(ln.encode(), ln.startswith("# ...")) for ln in snippet.split("\n")])
+
+
+def test_a_copied_run_keeps_at_least_its_blank_lines() -> None:
+    order = _order("import os\n\n\ndef f():\n    pass", "# ...\n    pass\n\n    return 1\n# ...")
+    state = order.step(OrderState(), b"import os")
+    assert b"def f():" in order.barred(state, 1)  # one blank line where the original has two
+    assert b"def f():" not in order.barred(state, 2)
+    assert b"def f():" not in order.barred(state, 3)  # more is the model's own call
+    # In a hunk, the snippet's spacing counts: it shows a blank line before `return 1`.
+    inside = order.step(order.step(state, b"def f():", 2), b"pass", 0)
+    assert b"return 1" in order.barred(inside, 0)
+    assert order.step(inside, b"return 1", 1).pos is not None
+    assert _walk(order, [b"import os", b"", b"def f():", b"    pass", b"", b"    return 1"]) == (
+        False, False)
+    assert _walk(order, [b"import os", b"", b"", b"def f():", b"    pass", b"", b"    return 1"]
+                 ) == (True, True)
+
+
+def test_a_hunk_that_ends_on_a_line_of_the_original_resumes_there() -> None:
+    # The snippet shows only `import os` before its marker: nothing after it is replaced.
+    order = _order("import os\nimport sys\n\nx = 1", "import os\n# ... existing code ...")
+    state = order.step(OrderState(), b"import os")
+    assert b"x = 1" in order.barred(state)  # dropping `import sys` is no merge
+    assert _walk(order, [b"import os", b"import sys", b"", b"x = 1"]) == (True, True)
+    # A hunk of new lines still replaces the block it stands for (a method replaced by name).
+    method = _order("class A:\n    def f(self):\n        return 1\n\n    def g(self):\n        pass",
+                    "# ...\n    def f(self):\n        return 2\n# ...")
+    assert _walk(method, [b"class A:", b"    def f(self):", b"        return 2", b"",
+                          b"    def g(self):", b"        pass"]) == (True, True)
+
+
+def test_the_copy_of_a_hunks_context_line_goes_on_with_the_hunk() -> None:
+    original = "import os\nimport sys\n\nimport pytest"
+    snippet = "import os\nimport sys\nimport typing\n\nimport pytest\n# ... existing code ..."
+    copied = [b"import os", b"import sys", b"", b"import pytest"]  # the edit left out
+    merged = [b"import os", b"import sys", b"import typing", b"", b"import pytest"]
+    free = _order(original, snippet)
+    assert _walk(free, copied) == (True, True)
+    # A sure placement reads both imports as the hunk's context: after `import sys` it goes on.
+    order = LineOrder([ln.encode() for ln in original.split("\n")],
+                      [(ln.encode(), ln.startswith("# ...")) for ln in snippet.split("\n")],
+                      [(0, 0), (1, 1), (3, 4)])
+    state = order.step(order.step(OrderState(), b"import os"), b"import sys")
+    assert b"import pytest" in order.barred(state)
+    assert b"import typing" not in order.barred(state)
+    assert _walk(order, copied) == (False, False)
+    assert _walk(order, merged) == (True, True)

@@ -21,8 +21,10 @@ whatever their wording) are banned at the start of a line.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from difflib import SequenceMatcher
 
+from edge_spec.apply.merge import MergeResult
 from edge_spec.core.guard import LineGuard
 from edge_spec.core.lineset import LineSet, VocabIndex
 from edge_spec.core.order import LineOrder
@@ -136,12 +138,14 @@ _INDEXES: dict[tuple[str, int], VocabIndex] = {}
 
 def lines_guard(original: str, snippet: Sequence[tuple[str, bool]], stop: Sequence[str],
                 token_bytes: Callable[[int], bytes], n_vocab: int,
-                vocab_key: str = "", order: bool = True) -> LineSet:
+                vocab_key: str = "", order: bool = True,
+                aligned: Iterable[tuple[int, int]] = ()) -> LineSet:
     """The guard that keeps the answer to lines of the original and of the snippet (`snippet`:
     its lines, each with whether it is a marker; markers are never allowed), and lets it end
     (the closing fence of `stop`, or the end of text) only after the last line of either: a
     merged file ends the way one of them does. With `order`, the lines must also keep the
-    texts' order (`edge_spec.core.order`)."""
+    texts' order (`edge_spec.core.order`), and where `aligned` (`context_pairs`) reads an
+    original line as a hunk's context, its copy goes on with the hunk."""
     key = (vocab_key, n_vocab)
     index = _INDEXES.get(key) if vocab_key else None
     if index is None:
@@ -156,7 +160,8 @@ def lines_guard(original: str, snippet: Sequence[tuple[str, bool]], stop: Sequen
     tails = [next((ln for ln in reversed(x) if ln.strip()), "") for x in (original.split("\n"),
                                                                        shown)]
     keep = LineOrder((ln.encode("utf-8") for ln in original.split("\n")),
-                     ((ln.encode("utf-8"), marker) for ln, marker in snippet)) if order else None
+                     ((ln.encode("utf-8"), marker) for ln, marker in snippet),
+                     aligned) if order else None
     spill = max(_blank_run(original), _blank_run("\n".join(ln for ln, _ in snippet)))
     return LineSet(index, (t.encode("utf-8") for t in own),
                    (t.encode("utf-8") for t in ends), (t.encode("utf-8") for t in tails), keep,
@@ -170,3 +175,22 @@ def _blank_run(text: str) -> int:
         run = 0 if ln.strip() else run + 1
         most = max(most, run)
     return most
+
+
+def context_pairs(original: str, update: str, merge: MergeResult | None) -> list[tuple[int, int]]:
+    """(original line, snippet line), 0-based over the LF texts' lines: each line a hunk the
+    merge placed for sure (`exact`) has as context, with the original line it stands on. Lines
+    are compared without their indentation; blank lines are left out."""
+    if merge is None:
+        return []
+    olines, ulines = original.split("\n"), update.split("\n")
+    out: list[tuple[int, int]] = []
+    for hunk in merge.hunks:
+        if hunk.status != "exact" or hunk.original_span is None:
+            continue
+        (a, b), (lo, hi) = hunk.snippet_span, hunk.original_span
+        mine = [ln.strip() for ln in ulines[a - 1:b]]
+        theirs = [ln.strip() for ln in olines[lo:hi]]
+        for i, j, n in SequenceMatcher(None, theirs, mine, autojunk=False).get_matching_blocks():
+            out.extend((lo + i + d, a - 1 + j + d) for d in range(n) if theirs[i + d])
+    return out

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edge_spec.apply.clean import clean_output, lazy_lines
-from edge_spec.apply.guard import apply_guard, lines_guard
+from edge_spec.apply.guard import apply_guard, context_pairs, lines_guard
 from edge_spec.apply.markers import snippet_markers
-from edge_spec.apply.merge import detect_language
+from edge_spec.apply.merge import MergeResult, detect_language, structural_merge
 from edge_spec.apply.naive import MARKER, edit_references
 from edge_spec.apply.templates import Template, build_messages, pick_template
 from edge_spec.config.settings import GUARD_MODES, LAZY_POLICIES
@@ -99,11 +99,13 @@ class ApplyPlan:
 def plan_apply(target: Runtime, original: str, update: str, instruction: str | None = None, *,
                template: str | None = None, lang: str = "",
                max_tokens: int | None = None, merged: str | None = None,
-               guard: str | bool = "order") -> ApplyPlan:
+               guard: str | bool = "order", merge: MergeResult | None = None) -> ApplyPlan:
     """Build the plan for merging `update` into `original` with `target`.
 
     `merged` (the structural merge's best text, when there is one) replaces the naive merge as
     the first drafting reference: where the model follows the snippet, it predicts the edits.
+    The `order` guard reads the hunks the structural merge places for sure (`merge`, of these
+    two texts; made here when not given) as context where their copies must go on with them.
     """
     original_lf, update_lf = original.replace("\r\n", "\n"), update.replace("\r\n", "\n")
     tpl = pick_template(target.metadata, template)
@@ -120,8 +122,13 @@ def plan_apply(target: Runtime, original: str, update: str, instruction: str | N
     if guard in ("lines", "order"):
         own = set(markers)  # the snippet's markers the original lacks
         marked = [(ln, bool(MARKER.match(ln)) or ln.strip() in own) for ln in update_lf.split("\n")]
+        aligned = []
+        if guard == "order":
+            merge = merge or structural_merge(original_lf, update_lf, lang)
+            aligned = context_pairs(original_lf, update_lf, merge)
         line_guard = lines_guard(original_lf, marked, stop, target.token_bytes, target.n_vocab,
-                                 target.vocab.fingerprint, order=guard == "order")
+                                 target.vocab.fingerprint, order=guard == "order",
+                                 aligned=aligned)
     elif guard == "markers":
         line_guard = apply_guard(original_lf, lambda t: target.token_bytes(t).decode(
             "utf-8", "ignore"), target.n_vocab, target.vocab.fingerprint, markers)

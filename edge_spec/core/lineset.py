@@ -91,7 +91,7 @@ class LineSet:
     lines the answer can have) when `tails` are given, or once every tail line is spent.
     With `order`, the lines must also keep its order (`edge_spec.core.order`) and the end waits
     for it too. A token that completes a line and starts the next is judged for the next by
-    the counts and the order before it. Past `spill` blank lines in a row (more than a merged
+    the counts before it and the order after the line it completes. Past `spill` blank lines in a row (more than a merged
     file has) the end is allowed whatever the rules say: an answer that went wrong where no
     rule can stop it ends there instead of running to the token budget."""
 
@@ -109,7 +109,8 @@ class LineSet:
         self._sorted = tuple(sorted(x) for x in self._sets)
         self._tails = _forms(tails)
         self._tail_keys = frozenset(t.strip(_WS) for t in self._tails)
-        self._cache: dict[tuple[bool, bytes, frozenset[bytes], OrderState | None], RowBan] = {}
+        self._cache: dict[tuple[bool, bytes, frozenset[bytes], OrderState | None, int],
+                          RowBan] = {}
         self._ends, self._rests = index.ends, index.rests
         # At a line's start, per regime: the newline tokens whose first segment may be written
         # there (blank, or an allowed line), split into those with only blanks after it.
@@ -136,40 +137,53 @@ class LineSet:
                 used[key] = used.get(key, 0) + 1
                 if used[key] >= self._max[key]:
                     spent = spent | {key}
-            if key and order is not None and self._order is not None:
-                order = self._order.step(order, key)
+            if key:
+                order = self._step(order, key, blanks)
             blanks = 0 if key else blanks + 1
         return LineState(line_context(state.ctx + piece), used, spent, order, blanks)
 
-    def _tail(self, line: bytes, spent: frozenset[bytes], order: OrderState | None = None) -> bool:
+    def _step(self, order: OrderState | None, key: bytes, blanks: int) -> OrderState | None:
+        return order if order is None or self._order is None else self._order.step(order, key,
+                                                                                    blanks)
+
+    def _barred(self, spent: frozenset[bytes], order: OrderState | None,
+                blanks: int) -> frozenset[bytes]:
+        """The lines that may not come next: spent ones, and those the order bars."""
+        if order is None or self._order is None:
+            return spent
+        return spent | self._order.barred(order, blanks)
+
+    def _tail(self, line: bytes, spent: frozenset[bytes], order: OrderState | None = None,
+              blanks: int = 0) -> bool:
         """Whether the answer may end after `line` (unindented; empty: no line yet), with
-        `order` the order's state before it."""
+        `order` the order's state before it and `blanks` the blank lines right before it."""
         key = line.strip(_WS)
         if self._tails and key not in self._tail_keys and not self._tail_keys <= spent:
             return False
         if order is None or self._order is None:
             return True
-        return self._order.may_end(self._order.step(order, key) if key else order)
-
-    def _after(self, regime: bool, segment: bytes, spent: frozenset[bytes],
-               order: OrderState | None) -> bool:
-        body = segment.lstrip(_WS)
-        return regime if not body.strip(_WS) else self._tail(body, spent, order)
+        return self._order.may_end(self._order.step(order, key, blanks) if key else order)
 
     def _rest_ok(self, tid: int, regime: bool, spent: frozenset[bytes],
-                 barred: frozenset[bytes], order: OrderState | None) -> bool:
-        """Whether what newline token `tid` writes after its first newline is allowed."""
+                 order: OrderState | None, blanks: int) -> bool:
+        """Whether what newline token `tid` writes after its first newline is allowed, with
+        `order` and `blanks` where the answer stands after that newline."""
         rest = self._rests.get(tid)
         if rest is None:
             return True
         for seg in rest[:-1]:
             body = seg.lstrip(_WS)
-            if body.strip(_WS) and not (body in self._sets[regime]
-                                        and body.strip(_WS) not in barred):
+            key = body.strip(_WS)
+            if not key:
+                blanks += 1
+                continue
+            if body not in self._sets[regime] or key in self._barred(spent, order, blanks):
                 return False
-            regime = self._after(regime, seg, spent, order)
+            regime = self._tail(body, spent, order, blanks)
+            order, blanks = self._step(order, key, blanks), 0
         last = rest[-1].lstrip(_WS)
-        return not last or bool(self._lines_from(last, regime, barred))
+        return not last or bool(self._lines_from(last, regime, self._barred(spent, order,
+                                                                            blanks)))
 
     def _lines_from(self, key: bytes, regime: bool, spent: frozenset[bytes]) -> list[bytes]:
         """The allowed lines `key` starts, less the ones spent."""
@@ -202,7 +216,8 @@ class LineSet:
             order is None or self._order is None or self._order.may_end(order))
         if self._spill is not None and state.blanks > self._spill:
             regime = True
-        key = (regime, line[cut + 1:].lstrip(_WS), spent, order)
+        blanks = state.blanks if order is not None else 0
+        key = (regime, line[cut + 1:].lstrip(_WS), spent, order, blanks)
         got = self._cache.get(key)
         if got is None:
             if len(self._cache) > 8192:
@@ -211,19 +226,26 @@ class LineSet:
         return got
 
     def _allowed(self, regime: bool, key: bytes, spent: frozenset[bytes],
-                 order: OrderState | None) -> RowBan:
+                 order: OrderState | None, blanks: int) -> RowBan:
         ix, ids = self._ix, set[int]()
-        barred = spent | self._order.barred(order) if self._order and order else spent
+        barred = self._barred(spent, order, blanks)
         if not key:
             # Any indentation, then the start of a line left; a blank line or the end.
             ids.update(*(self._firsts(ln) for ln in self._sorted[regime]
                          if ln.strip(_WS) not in barred))
             ids.update(ix.lead.get(b"", ()))
             for head, plain, other in self._heads[regime]:
-                if head.strip(_WS) not in barred:
-                    after = self._after(regime, head, spent, order)
+                first = head.strip(_WS)
+                if first not in barred:
                     ids.update(plain)
-                    ids.update(t for t in other if self._rest_ok(t, after, spent, barred, order))
+                    if not other:
+                        continue
+                    if first:  # the token completes a line, then writes more
+                        after, nxt, gap = (self._tail(head, spent, order, blanks),
+                                           self._step(order, first, blanks), 0)
+                    else:  # a blank line, then more
+                        after, nxt, gap = regime, order, blanks + 1
+                    ids.update(t for t in other if self._rest_ok(t, after, spent, nxt, gap))
             if regime:
                 ids.update(ix.control)
             return Only(_sorted_ids(ids))
@@ -233,10 +255,13 @@ class LineSet:
             return np.zeros(0, dtype=np.int64)
         ids.update(_along(cands, len(key), ix.exact, ix.exact_sorted))
         for ln in cands:
-            after = self._tail(ln, spent, order)
-            ids.update(t for t in self._ends.get(ln[len(key):], ())
-                       if self._rest_ok(t, after, spent, barred, order))
-        if key in cands and self._tail(key, spent, order):  # the end may follow
+            ends = self._ends.get(ln[len(key):], ())
+            if not ends:
+                continue
+            after = self._tail(ln, spent, order, blanks)
+            nxt = self._step(order, ln.strip(_WS), blanks)
+            ids.update(t for t in ends if self._rest_ok(t, after, spent, nxt, 0))
+        if key in cands and self._tail(key, spent, order, blanks):  # the end may follow
             ids.update(ix.control)
         return Only(_sorted_ids(ids))
 

@@ -15,10 +15,16 @@ repeated lines keep several readings open. A line of the answer is
   just written in the snippet, reached after snippet lines or from a line the snippet shows
   (the hunk's own context says where it resumes, or that the lines between two of its context
   lines are gone), or, right after the last line of a hunk (a line a marker or the snippet's
-  end follows), a line that closes what was skipped: the skipped lines are all indented deeper
+  end follows) and from a reading that wrote snippet lines since its copy (a hunk that ends on
+  a line of the original resumes there), a line that closes what was skipped: the skipped lines
+  are all indented deeper
   than it (the rest of the block the hunk ends in), or none is shallower than it and those at
   the skipped lines' own depth are no more than the hunk's lines at its depth (a hunk without
   context in the original replaces as many blocks as it has, as a method replaced by name).
+
+A copy or a line that goes on with a hunk also keeps at least the blank lines its text has
+before it: a copied run keeps its spacing (the model may still write more, so a way on is never
+closed; fewer, the usual slip, is the one barred).
 
 The answer may end only once the last original line is copied, or, for a snippet that ends
 without a marker (its end is the file's end), right after the snippet's last line. It does not
@@ -30,11 +36,13 @@ these rules do not allow got through), the order stops constraining.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 _WS = b" \t"
-Reading = tuple[int, bool]  # (last copied original line, snippet lines written since)
+# (the last copied original line, and the snippet lines written since: 0 none, k > 0 that
+# many, each the original's own next line, -1 some that are not)
+Reading = tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -42,31 +50,36 @@ class OrderState:
     """The readings of the answer so far (None: the order no longer constrains) and its last
     line (stripped)."""
 
-    pos: frozenset[Reading] | None = frozenset({(-1, False)})
+    pos: frozenset[Reading] | None = frozenset({(-1, 0)})
     last: bytes = b""
 
 
 class LineOrder:
     """The rules above for one original (its raw lines) and one snippet (its lines in order,
-    each with whether it is a marker)."""
+    each with whether it is a marker). `aligned` pairs an original line with the snippet line
+    a sure placement of the hunk reads it as (0-based indices into the two line lists)."""
 
-    def __init__(self, original: Iterable[bytes], snippet: Iterable[tuple[bytes, bool]]) -> None:
-        raw = [ln for ln in original if ln.strip(_WS)]
-        self.lines = [ln.strip(_WS) for ln in raw]
-        self._depth = [_depth(ln) for ln in raw]
+    def __init__(self, original: Iterable[bytes], snippet: Iterable[tuple[bytes, bool]],
+                 aligned: Iterable[tuple[int, int]] = ()) -> None:
+        raw, self._gap, onum = _runs((ln, False) for ln in original)
+        self.lines = [ln.strip(_WS) for ln, _ in raw]
+        self._depth = [_depth(ln) for ln, _ in raw]
         self._at: dict[bytes, list[int]] = {}
         for j, key in enumerate(self.lines):
             self._at.setdefault(key, []).append(j)
-        marked = [(ln, marker) for ln, marker in snippet if ln.strip(_WS)]
+        marked, gaps, snum = _runs(snippet)
         items = [(ln.strip(_WS), marker) for ln, marker in marked]
         self.shown = [key for key, marker in items if not marker]
         self._shown = frozenset(self.shown)
         self._open_end = bool(items) and not items[-1][1]  # the snippet's end is the file's
-        # A hunk's last line -> the most lines a hunk ending with it has at its own depth.
+        # A hunk's last line -> the most lines a hunk ending with it has at its own depth, and
+        # the depth it has there.
         self._hunk_ends: dict[bytes, int] = {}
+        self._end_depth: dict[bytes, int] = {}
         hunk: list[bytes] = []
         self._starts: set[bytes] = set()  # lines that open a hunk somewhere
-        self._follows: dict[bytes, set[bytes]] = {}  # line -> the lines right after it in a hunk
+        # line -> the lines right after it in a hunk, each with the fewest blank lines between
+        self._follows: dict[bytes, dict[bytes, int]] = {}
         for i, (key, marker) in enumerate(items):
             if marker:
                 hunk = []
@@ -75,42 +88,61 @@ class LineOrder:
             if i == 0 or items[i - 1][1]:
                 self._starts.add(key)
             else:
-                self._follows.setdefault(items[i - 1][0], set()).add(key)
+                nxt = self._follows.setdefault(items[i - 1][0], {})
+                nxt[key] = min(gaps[i], nxt.get(key, gaps[i]))
             if i + 1 == len(items) or items[i + 1][1]:
                 base = min(_depth(ln) for ln in hunk)
                 wide = sum(_depth(ln) == base for ln in hunk)
                 self._hunk_ends[key] = max(wide, self._hunk_ends.get(key, 0))
+                self._end_depth.setdefault(key, _depth(marked[i][0]))
+        self._pins = _pins(self.lines, items, onum, snum, aligned)
         self._keys = frozenset(self.lines) | self._shown
-        self._barred: dict[OrderState, frozenset[bytes]] = {}
+        self._barred: dict[tuple[OrderState, int], frozenset[bytes]] = {}
         self._skips: dict[tuple[int, int], frozenset[int]] = {}
 
-    def step(self, state: OrderState, key: bytes) -> OrderState:
-        """The state after the answer writes the (stripped, non-blank) line `key`."""
+    def step(self, state: OrderState, key: bytes, blanks: int = 0) -> OrderState:
+        """The state after the answer writes the (stripped, non-blank) line `key` after
+        `blanks` blank lines."""
         if state.pos is None:
             return OrderState(None, key)
+        pins = self._pins
+        pos = [(p, k) for p, k in state.pos if k or pins.get(p, key) == key]
         new: set[Reading] = set()
-        resumes = key in self._follows.get(state.last, ())  # the hunk goes on with `key`
+        gap = self._follows.get(state.last, {}).get(key)
+        resumes = gap is not None and blanks >= gap  # the hunk goes on with `key`
+        lines, gaps = self.lines, self._gap
         if resumes or key in self._starts:
-            new.update((p, True) for p, _ in state.pos)
+            new.update((p, _wrote(lines, p, k, key)) for p, k in pos)
         at = self._at.get(key, ())
-        lines = self.lines
-        new.update((p + 1, False) for p, _ in state.pos if p + 1 < len(lines) and lines[p + 1] == key)
+        new.update((p + 1, 0) for p, _ in pos
+                   if p + 1 < len(lines) and lines[p + 1] == key and blanks >= gaps[p + 1])
         if at and key in self._shown:
-            lo = self._resume_from(state) if resumes else None
+            lo = self._resume_from(pos) if resumes else None
             if lo is not None:
-                new.update((j, False) for j in at if j > lo + 1)
+                new.update((j, 0) for j in at if j > lo + 1)
         elif at and state.last in self._hunk_ends:
             wide = self._hunk_ends[state.last]
-            for p, _ in state.pos:
-                new.update((j, False) for j in self._skips_from(p, wide) if lines[j] == key)
+            for p, k in pos:
+                if k < 0:
+                    past = self._past(p, state.last)
+                    new.update((j, 0) for j in self._skips_from(p, wide)
+                               if lines[j] == key and j <= past)
         return OrderState(frozenset(new) if new else None, key)
 
-    def _resume_from(self, state: OrderState) -> int | None:
+    def _resume_from(self, pos: Iterable[Reading]) -> int | None:
         """The first reading a skip onto a line the snippet shows may start from."""
-        assert state.pos is not None
-        starts = [p for p, wrote in state.pos
-                  if wrote or (p >= 0 and self.lines[p] in self._shown)]
+        starts = [p for p, k in pos if k or (p >= 0 and self.lines[p] in self._shown)]
         return min(starts) if starts else None
+
+    def _past(self, p: int, last: bytes) -> int:
+        """The farthest line a skip after the hunk's last line may land on from original line
+        p: just past that line's next place in the original at its depth (a hunk that ends on
+        a line of the original ends there)."""
+        depth = self._end_depth.get(last)
+        for j in self._at.get(last, ()):
+            if j > p and self._depth[j] == depth:
+                return j + 1
+        return len(self.lines)
 
     def _skips_from(self, p: int, wide: int) -> frozenset[int]:
         """The lines a skip after a hunk's last line may land on from original line p, for a
@@ -132,32 +164,92 @@ class LineOrder:
             got = self._skips[(p, wide)] = frozenset(out)
         return got
 
-    def barred(self, state: OrderState) -> frozenset[bytes]:
-        """The lines (stripped) the answer may not write next: no reading reaches them."""
+    def barred(self, state: OrderState, blanks: int = 0) -> frozenset[bytes]:
+        """The lines (stripped) the answer may not write next, after `blanks` blank lines: no
+        reading reaches them."""
         if state.pos is None:
             return frozenset()
-        got = self._barred.get(state)
+        got = self._barred.get((state, blanks))
         if got is None:
-            lines = self.lines
-            ok = {lines[p + 1] for p, _ in state.pos if p + 1 < len(lines)}
-            ok.update(self._starts)
-            ok.update(self._follows.get(state.last, ()))  # (a skip onto a shown line is one)
-            if state.last in self._hunk_ends:
-                wide = self._hunk_ends[state.last]
-                for p, _ in state.pos:
-                    ok.update(lines[j] for j in self._skips_from(p, wide)
-                              if lines[j] not in self._shown)
             if len(self._barred) > 4096:
                 self._barred.clear()
-            got = self._barred[state] = self._keys - ok
+            got = self._barred[(state, blanks)] = self._keys - self._reached(state, blanks)
         return got
+
+    def _reached(self, state: OrderState, blanks: int) -> set[bytes]:
+        assert state.pos is not None
+        pinned = [(p, k) for p, k in state.pos if not k and p in self._pins]
+        free = [r for r in state.pos if r not in pinned]
+        # A pinned reading goes on only with its pin (checked by stepping: a copy or a hunk).
+        ok = {self._pins[p] for p, _ in pinned
+              if self.step(OrderState(frozenset({(p, 0)}), state.last), self._pins[p],
+                           blanks).pos is not None}
+        if not free:
+            return ok
+        lines = self.lines
+        ok.update(lines[p + 1] for p, _ in free
+                  if p + 1 < len(lines) and blanks >= self._gap[p + 1])
+        ok.update(self._starts)
+        # (a skip onto a shown line is one of these)
+        ok.update(k for k, gap in self._follows.get(state.last, {}).items() if blanks >= gap)
+        if state.last in self._hunk_ends:
+            wide = self._hunk_ends[state.last]
+            for p, k in free:
+                if k < 0:
+                    past = self._past(p, state.last)
+                    ok.update(lines[j] for j in self._skips_from(p, wide)
+                              if lines[j] not in self._shown and j <= past)
+        return ok
 
     def may_end(self, state: OrderState) -> bool:
         if state.pos is None:
             return True
-        if any(p == len(self.lines) - 1 for p, _ in state.pos):
+        last = len(self.lines) - 1
+        if any(p == last and (k or p not in self._pins) for p, k in state.pos):
             return True
         return self._open_end and bool(self.shown) and state.last == self.shown[-1]
+
+
+def _pins(lines: list[bytes], items: list[tuple[bytes, bool]], onum: Mapping[int, int],
+          snum: Mapping[int, int], aligned: Iterable[tuple[int, int]]) -> dict[int, bytes]:
+    """Original line (non-blank index) -> the line that must follow its copy: where a sure
+    placement reads it as a hunk's context line and the hunk goes on with a line other than
+    the original's next, a merged file writes that line next."""
+    out: dict[int, bytes] = {}
+    for o, s in aligned:
+        p, i = onum.get(o), snum.get(s)
+        if p is None or i is None or i + 1 >= len(items) or items[i + 1][1]:
+            continue
+        nxt = items[i + 1][0]
+        if items[i][0] == lines[p] and (p + 1 >= len(lines) or lines[p + 1] != nxt):
+            out.setdefault(p, nxt)
+    return out
+
+
+def _wrote(lines: list[bytes], p: int, k: int, key: bytes) -> int:
+    """A reading's count after the snippet line `key` is written as new code."""
+    if k >= 0 and p + k + 1 < len(lines) and lines[p + k + 1] == key:
+        return k + 1  # still the original's own lines
+    return -1
+
+
+def _runs(lines: Iterable[tuple[bytes, bool]]
+          ) -> tuple[list[tuple[bytes, bool]], list[int], dict[int, int]]:
+    """The non-blank lines, how many blank lines come right before each, and each one's
+    index among them by its index among all lines."""
+    out: list[tuple[bytes, bool]] = []
+    gaps: list[int] = []
+    num: dict[int, int] = {}
+    run = 0
+    for n, (ln, marker) in enumerate(lines):
+        if ln.strip(_WS):
+            num[n] = len(out)
+            out.append((ln, marker))
+            gaps.append(run)
+            run = 0
+        else:
+            run += 1
+    return out, gaps, num
 
 
 def _depth(line: bytes) -> int:
