@@ -68,12 +68,13 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer
     # Pins: an aligned original line whose hunk goes on with another line than the original's.
     onum = {n: i for i, n in enumerate(n for n, ln in enumerate(original) if ln.strip(b" \t"))}
     snum = {n: i for i, n in enumerate(n for n, (ln, _) in enumerate(snippet) if ln.strip(b" \t"))}
-    pins: dict[int, bytes] = {}
+    pins: dict[int, tuple[bytes, int]] = {}  # -> the line that follows, after so many blanks
     for o, sn in aligned:
         p, i = onum.get(o), snum.get(sn)
         if p is not None and i is not None and i + 1 < len(items) and not items[i + 1][1] \
                 and items[i][0] == orig[p] and (p + 1 == len(orig) or orig[p + 1] != items[i + 1][0]):
-            pins.setdefault(p, items[i + 1][0])
+            pins.setdefault(p, (items[i + 1][0], sgap[i + 1]))
+    context = {onum[o] for o, _ in aligned if o in onum}
     ans = _keys(answer)
 
     def goes_on(i: int, last: bytes, blanks: int) -> bool:
@@ -108,11 +109,12 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer
         key, last, blanks = ans[i - 1], ans[i - 2] if i >= 2 else b"", agap[i - 1]
         out: set[tuple[int, int]] = set()
         for p, k in finals(i - 1):
-            if k == 0 and p in pins and pins[p] != key:
-                continue  # a hunk's context line: the hunk goes on
+            if k == 0 and p in pins and pins[p] != (key, blanks):
+                continue  # a hunk's context line: the hunk goes on, spaced as the snippet is
             if insert_ok(key, last, blanks):
                 same = k >= 0 and p + k + 1 < len(orig) and orig[p + k + 1] == key
-                out.add((p, k + 1 if same else -1))
+                if not same or p + k + 1 not in context:  # a context line is no new code
+                    out.add((p, k + 1 if same else -1))
             out.update((j, 0) for j in range(p + 1, len(orig)) if orig[j] == key
                        and ((j == p + 1 and blanks >= ogap[j])
                             or (j > p + 1 and skip_ok(p, k, j, last, blanks))))
@@ -307,5 +309,8 @@ def test_the_copy_of_a_hunks_context_line_goes_on_with_the_hunk() -> None:
     state = order.step(order.step(OrderState(), b"import os"), b"import sys")
     assert b"import pytest" in order.barred(state)
     assert b"import typing" not in order.barred(state)
+    # ... spaced as the snippet has it: no blank line may come first.
+    assert order.blank_room(state, 0) == 0 and b"import typing" in order.barred(state, 1)
+    assert free.blank_room(free.step(free.step(OrderState(), b"import os"), b"import sys"), 0) > 9
     assert _walk(order, copied) == (False, False)
     assert _walk(order, merged) == (True, True)

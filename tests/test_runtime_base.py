@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from edge_spec.errors import UserError
-from edge_spec.runtimes.base import chunked_eval
+from edge_spec.runtimes.base import chunked_eval, host_greedy
 
 
 class Rows:
@@ -46,3 +46,27 @@ def test_bad_rows_and_full_context() -> None:
     assert rt.calls == []  # checked before any work
     with pytest.raises(UserError, match="context full"):
         chunked_eval(rt, list(range(17)), [], rt.forward)  # type: ignore[arg-type]
+
+
+def _argmax_walk(logits: np.ndarray, draft: list[int]) -> list[int]:
+    out = []
+    for i in range(len(draft) + 1):
+        out.append(int(logits[i].argmax()))
+        if i == len(draft) or out[-1] != draft[i]:
+            break
+    return out
+
+
+def test_host_greedy_is_the_argmax_walk_ties_and_nans_included() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(400):
+        k, vocab = int(rng.integers(0, 6)), int(rng.integers(1, 9))
+        logits = rng.integers(0, 3, size=(k + 1, vocab)).astype(np.float32)  # many ties
+        if rng.random() < 0.2:
+            logits[rng.integers(0, k + 1), rng.integers(0, vocab)] = np.nan
+        if rng.random() < 0.2:
+            logits[rng.integers(0, k + 1)] = -np.inf
+        # drafts that mostly follow the argmax (the fast path) and sometimes not
+        draft = [int(logits[i].argmax()) if rng.random() < 0.7 else int(rng.integers(0, vocab))
+                 for i in range(k)]
+        assert host_greedy(logits, draft) == _argmax_walk(logits, draft), (logits, draft)

@@ -2,9 +2,10 @@
 
 A model's merged file is checked against what the snippet and the merge say: every non-marker
 line of the snippet present in order, every change the answer makes one that the snippet shows
-or that lies in a hunk the merge placed exactly (`shown`), and the file parses where a grammar
-exists and the original parsed. An answer that fails any check is reported as suspect, never
-presented as sure.
+or that lies in a hunk the merge placed exactly (`shown`), the file parses where a grammar
+exists and the original parsed, and where the merge placed every hunk for sure, the answer is
+that file (a line moved, doubled or dropped inside the rules above is still a wrong file). An
+answer that fails any check is reported as suspect, never presented as sure.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def answer_problems(original: str, update: str, answer: str,
         problems += _parse_problems(original, answer, merge.language)
         if not merge.exact and ans == merge.text.replace("\r\n", "\n").splitlines():
             problems += [unsure_guess("the answer", merge, range(len(merge.hunks)))]
+        elif merge.exact:
+            problems += _off_the_sure_merge(ans, merge.text.replace("\r\n", "\n").splitlines())
     return problems[:MAX_PROBLEMS]
 
 
@@ -71,6 +74,24 @@ def unsure_guess(what: str, merge: MergeResult, hunks: Sequence[int]) -> str:
     first = doubts[0] if doubts else merge.hunks[0]
     return (f"{what} is the structural merge's own guess, which is not sure of hunk "
             f"{first.index + 1} ({first.reason})")
+
+
+def _off_the_sure_merge(answer: Sequence[str], merged: Sequence[str]) -> list[str]:
+    """Where the answer parts from a merge sure of every hunk (trailing blanks aside)."""
+    a, m = _trimmed(answer), _trimmed(merged)
+    if a == m:
+        return []
+    at = next((i for i, (x, y) in enumerate(zip(a, m, strict=False)) if x != y), min(len(a), len(m)))
+    got = a[at].strip()[:60] if at < len(a) else "the end of the file"
+    return [f"the answer parts from the structural merge, which placed every hunk for sure, at "
+            f"line {at + 1}: {got!r}"]
+
+
+def _trimmed(lines: Sequence[str]) -> list[str]:
+    out = [ln.rstrip() for ln in lines]
+    while out and not out[-1]:
+        out.pop()
+    return out
 
 
 def _snippet_lines_missing(snippet: Sequence[str], answer: Sequence[str]) -> list[str]:

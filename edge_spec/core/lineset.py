@@ -59,12 +59,15 @@ class VocabIndex:
         # checked per state against what they write after it: `rests`).
         self.ends: dict[bytes, list[int]] = {}
         self.rests: dict[int, tuple[bytes, ...]] = {}
+        self.blank_lines: dict[int, int] = {}  # the others: blank lines after the first newline
         starts: dict[bytes, list[int]] = {}
         for tid, head, after in self.newline:
             self.ends.setdefault(head, []).append(tid)
             starts.setdefault(head.lstrip(_WS), []).append(tid)
             if any(seg.strip(_WS) for seg in after):
                 self.rests[tid] = after
+            else:
+                self.blank_lines[tid] = len(after) - 1
         self.heads = {head: ([t for t in tids if t not in self.rests],
                              [t for t in tids if t in self.rests])
                       for head, tids in starts.items()}
@@ -153,6 +156,12 @@ class LineSet:
             return spent
         return spent | self._order.barred(order, blanks)
 
+    def _room(self, order: OrderState | None, blanks: int) -> int:
+        """How many more blank lines may follow `blanks` of them (a large number: any)."""
+        if order is None or self._order is None:
+            return 1 << 30
+        return self._order.blank_room(order, blanks)
+
     def _tail(self, line: bytes, spent: frozenset[bytes], order: OrderState | None = None,
               blanks: int = 0) -> bool:
         """Whether the answer may end after `line` (unindented; empty: no line yet), with
@@ -175,6 +184,8 @@ class LineSet:
             body = seg.lstrip(_WS)
             key = body.strip(_WS)
             if not key:
+                if self._room(order, blanks) < 1:
+                    return False
                 blanks += 1
                 continue
             if body not in self._sets[regime] or key in self._barred(spent, order, blanks):
@@ -234,18 +245,19 @@ class LineSet:
             ids.update(*(self._firsts(ln) for ln in self._sorted[regime]
                          if ln.strip(_WS) not in barred))
             ids.update(ix.lead.get(b"", ()))
+            room = self._room(order, blanks)
             for head, plain, other in self._heads[regime]:
                 first = head.strip(_WS)
-                if first not in barred:
-                    ids.update(plain)
-                    if not other:
-                        continue
-                    if first:  # the token completes a line, then writes more
-                        after, nxt, gap = (self._tail(head, spent, order, blanks),
-                                           self._step(order, first, blanks), 0)
-                    else:  # a blank line, then more
-                        after, nxt, gap = regime, order, blanks + 1
-                    ids.update(t for t in other if self._rest_ok(t, after, spent, nxt, gap))
+                if first in barred or (not first and room < 1):
+                    continue
+                if first:  # the token completes a line, then writes more
+                    after, nxt, gap = (self._tail(head, spent, order, blanks),
+                                       self._step(order, first, blanks), 0)
+                    more = self._room(nxt, 0)
+                else:  # a blank line, then more
+                    after, nxt, gap, more = regime, order, blanks + 1, room - 1
+                ids.update(t for t in plain if ix.blank_lines[t] <= more)
+                ids.update(t for t in other if self._rest_ok(t, after, spent, nxt, gap))
             if regime:
                 ids.update(ix.control)
             return Only(_sorted_ids(ids))
@@ -260,7 +272,9 @@ class LineSet:
                 continue
             after = self._tail(ln, spent, order, blanks)
             nxt = self._step(order, ln.strip(_WS), blanks)
-            ids.update(t for t in ends if self._rest_ok(t, after, spent, nxt, 0))
+            more = self._room(nxt, 0)
+            ids.update(t for t in ends if (self._rest_ok(t, after, spent, nxt, 0)
+                                           if t in self._rests else ix.blank_lines[t] <= more))
         if key in cands and self._tail(key, spent, order, blanks):  # the end may follow
             ids.update(ix.control)
         return Only(_sorted_ids(ids))

@@ -95,7 +95,10 @@ class LineOrder:
                 wide = sum(_depth(ln) == base for ln in hunk)
                 self._hunk_ends[key] = max(wide, self._hunk_ends.get(key, 0))
                 self._end_depth.setdefault(key, _depth(marked[i][0]))
-        self._pins = _pins(self.lines, items, onum, snum, aligned)
+        aligned = list(aligned)
+        self._pins = _pins(self.lines, items, gaps, onum, snum, aligned)
+        # Original lines a sure placement reads as context: never new code written again.
+        self._context = frozenset(onum[o] for o, _ in aligned if o in onum)
         self._keys = frozenset(self.lines) | self._shown
         self._barred: dict[tuple[OrderState, int], frozenset[bytes]] = {}
         self._skips: dict[tuple[int, int], frozenset[int]] = {}
@@ -106,13 +109,16 @@ class LineOrder:
         if state.pos is None:
             return OrderState(None, key)
         pins = self._pins
-        pos = [(p, k) for p, k in state.pos if k or pins.get(p, key) == key]
+        pos = [(p, k) for p, k in state.pos if k or pins.get(p, (key, blanks)) == (key, blanks)]
         new: set[Reading] = set()
         gap = self._follows.get(state.last, {}).get(key)
         resumes = gap is not None and blanks >= gap  # the hunk goes on with `key`
         lines, gaps = self.lines, self._gap
         if resumes or key in self._starts:
-            new.update((p, _wrote(lines, p, k, key)) for p, k in pos)
+            for p, k in pos:
+                n = _wrote(lines, p, k, key)
+                if n < 0 or p + n not in self._context:
+                    new.add((p, n))
         at = self._at.get(key, ())
         new.update((p + 1, 0) for p, _ in pos
                    if p + 1 < len(lines) and lines[p + 1] == key and blanks >= gaps[p + 1])
@@ -181,17 +187,21 @@ class LineOrder:
         pinned = [(p, k) for p, k in state.pos if not k and p in self._pins]
         free = [r for r in state.pos if r not in pinned]
         # A pinned reading goes on only with its pin (checked by stepping: a copy or a hunk).
-        ok = {self._pins[p] for p, _ in pinned
-              if self.step(OrderState(frozenset({(p, 0)}), state.last), self._pins[p],
+        ok = {self._pins[p][0] for p, _ in pinned
+              if self.step(OrderState(frozenset({(p, 0)}), state.last), self._pins[p][0],
                            blanks).pos is not None}
         if not free:
             return ok
         lines = self.lines
         ok.update(lines[p + 1] for p, _ in free
                   if p + 1 < len(lines) and blanks >= self._gap[p + 1])
-        ok.update(self._starts)
-        # (a skip onto a shown line is one of these)
-        ok.update(k for k, gap in self._follows.get(state.last, {}).items() if blanks >= gap)
+        # New code (a skip onto a shown line is one too), unless a sure placement reads it
+        # as context: then only a copy or a skip writes it, so step to see.
+        hunk = set(self._starts)
+        hunk.update(k for k, gap in self._follows.get(state.last, {}).items() if blanks >= gap)
+        free_state = OrderState(frozenset(free), state.last)
+        ok.update(k for k in hunk if k in ok or not self._context
+                  or self.step(free_state, k, blanks).pos is not None)
         if state.last in self._hunk_ends:
             wide = self._hunk_ends[state.last]
             for p, k in free:
@@ -200,6 +210,14 @@ class LineOrder:
                     ok.update(lines[j] for j in self._skips_from(p, wide)
                               if lines[j] not in self._shown and j <= past)
         return ok
+
+    def blank_room(self, state: OrderState, blanks: int) -> int:
+        """How many more blank lines the answer may write after `blanks` of them: any number
+        (a large one), unless every reading is a pinned one, whose hunk goes on after the
+        snippet's own blank lines there."""
+        if state.pos is None or any(k or p not in self._pins for p, k in state.pos):
+            return 1 << 30
+        return max(self._pins[p][1] - blanks for p, _ in state.pos)
 
     def may_end(self, state: OrderState) -> bool:
         if state.pos is None:
@@ -210,19 +228,21 @@ class LineOrder:
         return self._open_end and bool(self.shown) and state.last == self.shown[-1]
 
 
-def _pins(lines: list[bytes], items: list[tuple[bytes, bool]], onum: Mapping[int, int],
-          snum: Mapping[int, int], aligned: Iterable[tuple[int, int]]) -> dict[int, bytes]:
-    """Original line (non-blank index) -> the line that must follow its copy: where a sure
-    placement reads it as a hunk's context line and the hunk goes on with a line other than
-    the original's next, a merged file writes that line next."""
-    out: dict[int, bytes] = {}
+def _pins(lines: list[bytes], items: list[tuple[bytes, bool]], gaps: list[int],
+          onum: Mapping[int, int], snum: Mapping[int, int],
+          aligned: Iterable[tuple[int, int]]) -> dict[int, tuple[bytes, int]]:
+    """Original line (non-blank index) -> the line that must follow its copy, and after how
+    many blank lines: where a sure placement reads it as a hunk's context line and the hunk
+    goes on with a line other than the original's next, a merged file writes that line next,
+    spaced as the snippet has it."""
+    out: dict[int, tuple[bytes, int]] = {}
     for o, s in aligned:
         p, i = onum.get(o), snum.get(s)
         if p is None or i is None or i + 1 >= len(items) or items[i + 1][1]:
             continue
         nxt = items[i + 1][0]
         if items[i][0] == lines[p] and (p + 1 >= len(lines) or lines[p + 1] != nxt):
-            out.setdefault(p, nxt)
+            out.setdefault(p, (nxt, gaps[i + 1]))
     return out
 
 
