@@ -51,6 +51,7 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer
     raw = [ln for ln in original if ln.strip(b" \t")]
     orig = [ln.strip(b" \t") for ln in raw]
     ogap, sgap, agap = _gaps(original), _gaps([ln for ln, _ in snippet]), _gaps(answer)
+    ogap[:1] = [0] * len(ogap[:1])  # the file's opening blank lines are not asked for
     items = [(ln.strip(b" \t"), m) for ln, m in snippet if ln.strip(b" \t")]
     shown = [k for k, m in items if not m]
     wide: dict[bytes, int] = {}  # a hunk's last line -> its most lines at the hunk's depth

@@ -94,9 +94,11 @@ class LineSet:
     lines the answer can have) when `tails` are given, or once every tail line is spent.
     With `order`, the lines must also keep its order (`edge_spec.core.order`) and the end waits
     for it too. A token that completes a line and starts the next is judged for the next by
-    the counts before it and the order after the line it completes. Past `spill` blank lines in a row (more than a merged
-    file has) the end is allowed whatever the rules say: an answer that went wrong where no
-    rule can stop it ends there instead of running to the token budget."""
+    the counts before it and the order after the line it completes. Past `spill` blank lines
+    in a row (more than a merged file has) the end is allowed whatever the rules say, and no
+    further blank line nor indentation deeper than the texts have: an answer that went wrong
+    where no rule can stop it ends there (or writes a line) instead of running to the token
+    budget on blanks."""
 
     def __init__(self, index: VocabIndex, lines: Iterable[bytes], ends: Iterable[bytes] = (),
                  tails: Iterable[bytes] = (), order: LineOrder | None = None,
@@ -105,6 +107,10 @@ class LineSet:
         self._order = order
         self._spill = spill
         lines = list(lines)
+        # With `spill`, indentation past the texts' deepest (and some slack for a re-indented
+        # block) is a model writing blanks instead of a line it may not write: no more of them.
+        self._indent = 1 << 30 if spill is None else max(
+            (len(ln) - len(ln.lstrip(_WS)) for ln in lines), default=0) + 8
         body = _forms(lines)
         self._max = Counter(ln.strip(_WS) for ln in lines if ln.strip(_WS))
         # Per regime (may the answer end here?): the allowed lines, as a set and sorted.
@@ -112,7 +118,7 @@ class LineSet:
         self._sorted = tuple(sorted(x) for x in self._sets)
         self._tails = _forms(tails)
         self._tail_keys = frozenset(t.strip(_WS) for t in self._tails)
-        self._cache: dict[tuple[bool, bytes, frozenset[bytes], OrderState | None, int],
+        self._cache: dict[tuple[bool, bytes, frozenset[bytes], OrderState | None, int, bool],
                           RowBan] = {}
         self._ends, self._rests = index.ends, index.rests
         # At a line's start, per regime: the newline tokens whose first segment may be written
@@ -157,10 +163,12 @@ class LineSet:
         return spent | self._order.barred(order, blanks)
 
     def _room(self, order: OrderState | None, blanks: int) -> int:
-        """How many more blank lines may follow `blanks` of them (a large number: any)."""
+        """How many more blank lines may follow `blanks` of them: past `spill` only the end
+        or a line, and where the order pins the next line, its own blank lines."""
+        room = 1 << 30 if self._spill is None else self._spill + 1 - blanks
         if order is None or self._order is None:
-            return 1 << 30
-        return self._order.blank_room(order, blanks)
+            return room
+        return min(room, self._order.blank_room(order, blanks))
 
     def _tail(self, line: bytes, spent: frozenset[bytes], order: OrderState | None = None,
               blanks: int = 0) -> bool:
@@ -227,8 +235,11 @@ class LineSet:
             order is None or self._order is None or self._order.may_end(order))
         if self._spill is not None and state.blanks > self._spill:
             regime = True
-        blanks = state.blanks if order is not None else 0
-        key = (regime, line[cut + 1:].lstrip(_WS), spent, order, blanks)
+        blanks = state.blanks if self._spill is None else min(state.blanks, self._spill + 2)
+        rest = line[cut + 1:]
+        body = rest.lstrip(_WS)
+        deep = not body and len(rest) >= self._indent
+        key = (regime, body, spent, order, blanks, deep)
         got = self._cache.get(key)
         if got is None:
             if len(self._cache) > 8192:
@@ -237,14 +248,15 @@ class LineSet:
         return got
 
     def _allowed(self, regime: bool, key: bytes, spent: frozenset[bytes],
-                 order: OrderState | None, blanks: int) -> RowBan:
+                 order: OrderState | None, blanks: int, deep: bool) -> RowBan:
         ix, ids = self._ix, set[int]()
         barred = self._barred(spent, order, blanks)
         if not key:
             # Any indentation, then the start of a line left; a blank line or the end.
             ids.update(*(self._firsts(ln) for ln in self._sorted[regime]
                          if ln.strip(_WS) not in barred))
-            ids.update(ix.lead.get(b"", ()))
+            if not deep:
+                ids.update(ix.lead.get(b"", ()))
             room = self._room(order, blanks)
             for head, plain, other in self._heads[regime]:
                 first = head.strip(_WS)

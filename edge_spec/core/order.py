@@ -62,6 +62,10 @@ class LineOrder:
     def __init__(self, original: Iterable[bytes], snippet: Iterable[tuple[bytes, bool]],
                  aligned: Iterable[tuple[int, int]] = ()) -> None:
         raw, self._gap, onum = _runs((ln, False) for ln in original)
+        if self._gap:
+            # Blank lines that open the file are not asked for: a model that leaves them out
+            # and is barred from its first line starts somewhere else entirely.
+            self._gap[0] = 0
         self.lines = [ln.strip(_WS) for ln, _ in raw]
         self._depth = [_depth(ln) for ln, _ in raw]
         self._at: dict[bytes, list[int]] = {}
