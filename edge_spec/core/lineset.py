@@ -111,6 +111,8 @@ class LineSet:
         # block) is a model writing blanks instead of a line it may not write: no more of them.
         self._indent = 1 << 30 if spill is None else max(
             (len(ln) - len(ln.lstrip(_WS)) for ln in lines), default=0) + 8
+        # A blank line is empty unless the texts have blank lines with blanks on them.
+        self._blank_pad = spill is None or any(ln and not ln.strip(_WS) for ln in lines)
         body = _forms(lines)
         self._max = Counter(ln.strip(_WS) for ln in lines if ln.strip(_WS))
         # Per regime (may the answer end here?): the allowed lines, as a set and sorted.
@@ -118,7 +120,7 @@ class LineSet:
         self._sorted = tuple(sorted(x) for x in self._sets)
         self._tails = _forms(tails)
         self._tail_keys = frozenset(t.strip(_WS) for t in self._tails)
-        self._cache: dict[tuple[bool, bytes, frozenset[bytes], OrderState | None, int, bool],
+        self._cache: dict[tuple[bool, bytes, frozenset[bytes], OrderState | None, int, int],
                           RowBan] = {}
         self._ends, self._rests = index.ends, index.rests
         # At a line's start, per regime: the newline tokens whose first segment may be written
@@ -192,7 +194,7 @@ class LineSet:
             body = seg.lstrip(_WS)
             key = body.strip(_WS)
             if not key:
-                if self._room(order, blanks) < 1:
+                if self._room(order, blanks) < 1 or (seg and not self._blank_pad):
                     return False
                 blanks += 1
                 continue
@@ -238,8 +240,8 @@ class LineSet:
         blanks = state.blanks if self._spill is None else min(state.blanks, self._spill + 2)
         rest = line[cut + 1:]
         body = rest.lstrip(_WS)
-        deep = not body and len(rest) >= self._indent
-        key = (regime, body, spent, order, blanks, deep)
+        pad = 0 if body or not rest else (2 if len(rest) >= self._indent else 1)
+        key = (regime, body, spent, order, blanks, pad)
         got = self._cache.get(key)
         if got is None:
             if len(self._cache) > 8192:
@@ -248,20 +250,23 @@ class LineSet:
         return got
 
     def _allowed(self, regime: bool, key: bytes, spent: frozenset[bytes],
-                 order: OrderState | None, blanks: int, deep: bool) -> RowBan:
+                 order: OrderState | None, blanks: int, pad: int) -> RowBan:
+        """The allowed ids; `pad`: the line so far is blanks only (1), deeper than the texts
+        indent (2), or not (0)."""
         ix, ids = self._ix, set[int]()
         barred = self._barred(spent, order, blanks)
         if not key:
             # Any indentation, then the start of a line left; a blank line or the end.
             ids.update(*(self._firsts(ln) for ln in self._sorted[regime]
                          if ln.strip(_WS) not in barred))
-            if not deep:
+            if pad < 2:
                 ids.update(ix.lead.get(b"", ()))
             room = self._room(order, blanks)
             for head, plain, other in self._heads[regime]:
                 first = head.strip(_WS)
-                if first in barred or (not first and room < 1):
-                    continue
+                if first in barred or (not first and (room < 1 or (
+                        (pad or head) and not self._blank_pad))):
+                    continue  # (a blank line with blanks on it where the texts have none)
                 if first:  # the token completes a line, then writes more
                     after, nxt, gap = (self._tail(head, spent, order, blanks),
                                        self._step(order, first, blanks), 0)
@@ -270,7 +275,7 @@ class LineSet:
                     after, nxt, gap, more = regime, order, blanks + 1, room - 1
                 ids.update(t for t in plain if ix.blank_lines[t] <= more)
                 ids.update(t for t in other if self._rest_ok(t, after, spent, nxt, gap))
-            if regime:
+            if regime or not ids:  # (no line, blank or not, left to write: a dead end stops)
                 ids.update(ix.control)
             return Only(_sorted_ids(ids))
         cands = self._lines_from(key, regime, barred)
