@@ -145,25 +145,11 @@ def host_greedy(logits: np.ndarray, draft: Sequence[int], banned: Banned = None)
     """`Runtime.greedy` on host logits rows: argmax row by row, stopping at the first mismatch."""
     out: list[int] = []
     for i in range(len(draft) + 1):
-        ban = None if banned is None else banned[i]
-        if i < len(draft) and (ban is None or (not isinstance(ban, Only) and not ban.size)) \
-                and _first_max(logits[i], draft[i]):
-            out.append(draft[i])
-            continue
-        best = masked_argmax(logits[i], ban)
+        best = masked_argmax(logits[i], None if banned is None else banned[i])
         out.append(best)
         if i == len(draft) or best != draft[i]:
             break
     return out
-
-
-def _first_max(row: np.ndarray, tok: int) -> bool:
-    """Whether `tok` is the row's argmax (its first maximum). A max over the row and one over
-    the ids before `tok` read the same bytes as an argmax but run several times faster in numpy,
-    and an accepted row is the common case; a NaN never compares equal, so it takes the argmax
-    path, as before."""
-    best = row[tok]
-    return bool(best == row.max()) and (tok == 0 or bool(row[:tok].max() < best))
 
 
 def wanted_rows(rt: Runtime, n: int, rows: Sequence[int] | None) -> list[int]:

@@ -4,7 +4,8 @@ A merged file is the original with each hunk of the snippet put in its place, so
 the original it copies runs of lines, writes the snippet's hunks as runs, and skips original
 lines only where the snippet says so. This module follows the answer's complete lines
 (stripped; blank lines do not count) over the original's non-blank lines. A reading is the
-original line the last copy was (-1: none yet) and whether snippet lines were written since;
+original line the last copy was (-1: none yet) and what was written since: nothing, k snippet
+lines that are the original's own next k lines, or snippet lines that differ (new code);
 repeated lines keep several readings open. A line of the answer is
 
 - the next original line after a reading's (a copy);
@@ -15,16 +16,22 @@ repeated lines keep several readings open. A line of the answer is
   just written in the snippet, reached after snippet lines or from a line the snippet shows
   (the hunk's own context says where it resumes, or that the lines between two of its context
   lines are gone), or, right after the last line of a hunk (a line a marker or the snippet's
-  end follows) and from a reading that wrote snippet lines since its copy (a hunk that ends on
-  a line of the original resumes there), a line that closes what was skipped: the skipped lines
-  are all indented deeper
-  than it (the rest of the block the hunk ends in), or none is shallower than it and those at
-  the skipped lines' own depth are no more than the hunk's lines at its depth (a hunk without
-  context in the original replaces as many blocks as it has, as a method replaced by name).
+  end follows) and from a reading that wrote new code since its copy (a hunk that only repeats
+  the original's lines replaces nothing), a line that closes what was skipped: the skipped
+  lines are all indented deeper than it (the rest of the block the hunk ends in), or none is
+  shallower than it and those at the skipped lines' own depth are no more than the hunk's
+  lines at its depth (a hunk without context in the original replaces as many blocks as it
+  has, as a method replaced by name); the skip does not pass the hunk's last line where the
+  original has it at the same depth (a hunk that ends on a line of the original ends there).
 
-A copy or a line that goes on with a hunk also keeps at least the blank lines its text has
-before it: a copied run keeps its spacing (the model may still write more, so a way on is never
-closed; fewer, the usual slip, is the one barred).
+A copy, or a line that goes on with a hunk, keeps at least the blank lines its text has before
+it (the file's opening ones aside): a copied run keeps its spacing. The model may still write
+more, so no way on is closed; fewer, the usual slip, is the one barred.
+
+Where a sure placement of a hunk (`aligned`, from the structural merge) reads an original line
+as the hunk's context, a merged file goes on from that line with the hunk: the copy of it is
+pinned to the snippet's next line, after the snippet's own blank lines there, and the line is
+never new code (written again as the hunk while the original's copy is still ahead).
 
 The answer may end only once the last original line is copied, or, for a snippet that ends
 without a marker (its end is the file's end), right after the snippet's last line. It does not
