@@ -17,7 +17,6 @@ and the adaptive controller run `--repeats` times; the medians are printed with 
 
 Usage: python benchmarks/loop_overhead.py [--tokens 2048] [--ks 8,32,128] [--json]
        [--edit-every 64] [--profile 128]   (cProfile of one run at that k; 0: adaptive)
-       [--argmax-walk]   (verify with a full argmax per row, as before the two-max check)
 """
 
 from __future__ import annotations
@@ -47,19 +46,6 @@ from edge_spec.core.types import Draft, Drafter, Reference
 from edge_spec.drafters.reference import ReferenceDrafter
 from edge_spec.runtimes.base import host_greedy
 
-
-def argmax_walk(logits: np.ndarray, draft: Sequence[int], banned: Any = None) -> list[int]:
-    """The verify before `host_greedy` checked accepted rows with two maxes: a full argmax of
-    every row up to the first miss (`--argmax-walk`, for a side-by-side run)."""
-    out: list[int] = []
-    for i in range(len(draft) + 1):
-        out.append(int(logits[i].argmax()))
-        if i == len(draft) or out[-1] != draft[i]:
-            break
-    return out
-
-
-VERIFY = [host_greedy]  # what PoolRuntime.greedy verifies with
 VOCAB = 151_936  # the demo target's (Qwen2.5) output layer
 EOS = VOCAB - 1
 _ALPHA = string.ascii_letters + string.digits + "_-"  # 64**3 > VOCAB: 3 letters name a token
@@ -128,7 +114,7 @@ class PoolRuntime:
         runtime (timed as runtime), the argmax over them is loop work (timed as "argmax")."""
         rows = self.eval(tokens, rows=range(len(tokens)))
         t0 = time.perf_counter()
-        ids = VERIFY[0](rows, tokens[1:], banned)
+        ids = host_greedy(rows, tokens[1:], banned)
         if self.buckets is not None:
             self.buckets.ms["argmax"] += (time.perf_counter() - t0) * 1e3
         return ids
@@ -353,11 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--profile", type=int, default=-1, metavar="K",
                    help="cProfile one run at fixed K (0: the adaptive controller)")
     p.add_argument("--out", default="", help="also write the JSON here")
-    p.add_argument("--argmax-walk", action="store_true",
-                   help="verify with a full argmax per row (the verify before the two-max check)")
     args = p.parse_args(argv)
-    if args.argmax_walk:
-        VERIFY[0] = argmax_walk
     if args.profile >= 0:
         print(profile_one(args.profile or None, args))
         return 0
