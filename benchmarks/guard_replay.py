@@ -15,9 +15,10 @@ re-run.)
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
+
+from model_accuracy import load_records  # (run as a script: benchmarks/ is on the path)
 
 from edge_spec.apply.plan import plan_apply
 from edge_spec.config.settings import DEMO_TARGET, RuntimeSettings
@@ -50,15 +51,8 @@ def main() -> int:
     ap.add_argument("--mode", default="spec-adaptive")
     ap.add_argument("--model", default=DEMO_TARGET, help="GGUF file or store name (the target)")
     args = ap.parse_args()
-    tasks = {t["id"]: t for t in (json.loads(x) for x in args.tasks.read_text().splitlines()
-                                  if x.strip())}
-    recs: dict[str, dict[str, Any]] = {}
-    for run in args.runs:
-        path = run / "results.json" if run.is_dir() else run
-        for r in json.loads(path.read_text()):
-            if r["mode"] == args.mode and r["task_id"] in tasks and not r.get("error") \
-                    and r.get("output_ids") is not None:
-                recs.setdefault(r["task_id"], r)
+    tasks, recs = load_records(args.tasks, args.runs, args.mode)
+    recs = {i: r for i, r in recs.items() if r.get("output_ids") is not None}
     rt = LlamaCppRuntime(resolve(args.model), RuntimeSettings(n_ctx=512, threads=1))
     stale = []
     for tid, rec in recs.items():

@@ -54,6 +54,20 @@ def score(task: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
             "merge_exact": merge.exact}
 
 
+def load_records(tasks_path: Path, runs: list[Path], mode: str
+                 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The tasks by id, and one bench record of `mode` per task: the first in `runs` wins."""
+    tasks = {t["id"]: t for t in (json.loads(x) for x in tasks_path.read_text().splitlines()
+                                  if x.strip())}
+    recs: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        path = run / "results.json" if run.is_dir() else run
+        for r in json.loads(path.read_text()):
+            if r["mode"] == mode and r["task_id"] in tasks and not r.get("error"):
+                recs.setdefault(r["task_id"], r)
+    return tasks, recs
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="+", type=Path)
@@ -61,14 +75,7 @@ def main() -> int:
     ap.add_argument("--mode", default="spec-adaptive")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    tasks = {t["id"]: t for t in (json.loads(x) for x in args.tasks.read_text().splitlines()
-                                  if x.strip())}
-    recs: dict[str, dict[str, Any]] = {}
-    for run in args.runs:
-        path = run / "results.json" if run.is_dir() else run
-        for r in json.loads(path.read_text()):
-            if r["mode"] == args.mode and r["task_id"] in tasks and not r.get("error"):
-                recs.setdefault(r["task_id"], r)
+    tasks, recs = load_records(args.tasks, args.runs, args.mode)
     rows = [score(tasks[i], recs[i]) for i in tasks if i in recs]
     if args.json:
         print(json.dumps(rows, indent=1))
