@@ -220,14 +220,20 @@ def test_the_order_keeps_a_lazy_target_from_stopping_after_the_hunk() -> None:
     lines = _run(FakeRuntime(follow="```\n" + LAZY), False, [])
     assert "def f5(x):" not in lines.text  # the lines guard lets it stop there
     ordered = _run(FakeRuntime(follow="```\n" + LAZY), True, [])
-    ok, end = _definition([ln.encode() for ln in ORIG.split("\n")],
-                          [(ln.encode(), m) for ln, m in MARKED],
-                          [ln.encode() for ln in ordered.text.split("\n")])
-    assert ok, ordered.text
+    orig, snippet = [ln.encode() for ln in ORIG.split("\n")], [(ln.encode(), m) for ln, m in MARKED]
+    answer = [ln.encode() for ln in ordered.text.split("\n")]
+    ok, end = _definition(orig, snippet, answer)
+    if not ok:  # the order let go, and only where it left no line to write (a dead end)
+        kept = max(n for n in range(len(answer)) if _definition(orig, snippet, answer[:n])[0])
+        rt = FakeRuntime()
+        guard = lines_guard(ORIG, MARKED, ("\n```",), rt.token_bytes, rt.n_vocab)
+        state = guard.advance(guard.start(b"```\n"), b"".join(ln + b"\n" for ln in answer[:kept]))
+        assert guard.dead_end(state), ordered.text
+        assert not _definition(orig, snippet, answer[:kept])[1]  # nor could it end there
     tail = ordered.text.split("\n")
     spilled = len(tail) - max(i for i, ln in enumerate(tail) if ln.strip()) - 1 > 1
     if ordered.stats.finish_reason == "stop" and not spilled:
-        assert end and "def f5(x):" in ordered.text, ordered.text
+        assert (end or not ok) and "def f5(x):" in ordered.text, ordered.text
 
 
 def test_past_more_blank_lines_than_the_texts_have_the_answer_may_end() -> None:
@@ -315,3 +321,31 @@ def test_the_copy_of_a_hunks_context_line_goes_on_with_the_hunk() -> None:
     assert free.blank_room(free.step(free.step(OrderState(), b"import os"), b"import sys"), 0) > 9
     assert _walk(order, copied) == (False, False)
     assert _walk(order, merged) == (True, True)
+
+
+def test_at_a_dead_end_the_guard_lets_the_order_go() -> None:
+    # "a", then "a" again, then "b": every reading is past "c" or spent, and the order may not
+    # end (c, the last line, is not copied). Ending there would drop c; the lines rules go on.
+    from edge_spec.core.lineset import LineSet, VocabIndex
+
+    vocab = [b"", b"a", b"b", b"c", b"\n", b"```"]
+    index = VocabIndex(lambda t: vocab[t], len(vocab))
+    original, snippet = [b"b", b"a", b"c"], [(b"# ...", True), (b"a", False), (b"# ...", True)]
+    lines = [*original, b"a"]
+
+    def guard(order: bool) -> LineSet:
+        return LineSet(index, lines, [b"```"], [b"c", b"a"],
+                       LineOrder(original, snippet) if order else None, spill=1)
+
+    ordered, free = guard(True), guard(False)
+    state, loose = ordered.start(b"```\n"), free.start(b"```\n")
+    for piece in (b"a\n", b"a\n", b"b\n"):
+        state, loose = ordered.advance(state, piece), free.advance(loose, piece)
+    assert state.order is not None and state.order.pos  # readings are left, yet none goes on
+    got = ordered.banned(state)
+    assert set(got.ids.tolist()) == set(free.banned(loose).ids.tolist())
+    assert 3 in got.ids.tolist() and 0 not in got.ids.tolist()  # "c", not the end of text
+    # Before the dead end the order still bars: after "a" only the order's lines.
+    first = ordered.advance(ordered.start(b"```\n"), b"a\n")
+    assert set(ordered.banned(first).ids.tolist()) < set(free.banned(
+        free.advance(free.start(b"```\n"), b"a\n")).ids.tolist())

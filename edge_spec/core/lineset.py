@@ -60,6 +60,8 @@ class VocabIndex:
         self.ends: dict[bytes, list[int]] = {}
         self.rests: dict[int, tuple[bytes, ...]] = {}
         self.blank_lines: dict[int, int] = {}  # the others: blank lines after the first newline
+        # Newline tokens that end on indentation (blanks after their last newline).
+        self.indents = frozenset(tid for tid, _, after in self.newline if after[-1])
         starts: dict[bytes, list[int]] = {}
         for tid, head, after in self.newline:
             self.ends.setdefault(head, []).append(tid)
@@ -94,7 +96,9 @@ class LineSet:
     lines the answer can have) when `tails` are given, or once every tail line is spent.
     With `order`, the lines must also keep its order (`edge_spec.core.order`) and the end waits
     for it too. A token that completes a line and starts the next is judged for the next by
-    the counts before it and the order after the line it completes. Past `spill` blank lines
+    the counts before it and the order after the line it completes. Where the order leaves no
+    line to write and may not end (a dead end), it lets go and these rules alone go on: ending
+    there would drop the rest of the file. Past `spill` blank lines
     in a row (more than a merged file has) the end is allowed whatever the rules say, and no
     further blank line nor indentation deeper than the texts have: an answer that went wrong
     where no rule can stop it ends there (or writes a line) instead of running to the token
@@ -118,6 +122,8 @@ class LineSet:
         # Per regime (may the answer end here?): the allowed lines, as a set and sorted.
         self._sets = (body, body | _forms(ends))
         self._sorted = tuple(sorted(x) for x in self._sets)
+        self._stripped = tuple(frozenset(x.strip(_WS) for x in s) for s in self._sets)
+        self._indent_cache: dict[tuple[bool, frozenset[bytes], OrderState | None, int], bool] = {}
         self._tails = _forms(tails)
         self._tail_keys = frozenset(t.strip(_WS) for t in self._tails)
         self._cache: dict[tuple[bool, bytes, frozenset[bytes], OrderState | None, int, int],
@@ -129,6 +135,10 @@ class LineSet:
                              if not head.strip(_WS) or head in self._sets[regime]]
                             for regime in (False, True))
         self._from: dict[tuple[bytes, bool], list[bytes]] = {}
+        self._dead: dict[tuple[frozenset[bytes], OrderState], bool] = {}
+        # Blank counts a dead-end check tries: a reading needs at most the texts' longest
+        # blank run before its line, and the guard counts no further than spill + 2.
+        self._blank_cap = (2 if spill is None else spill) + 3
         self._first_ids: dict[bytes, set[int]] = {}
 
     def start(self, tail: bytes) -> LineState:
@@ -159,10 +169,37 @@ class LineSet:
 
     def _barred(self, spent: frozenset[bytes], order: OrderState | None,
                 blanks: int) -> frozenset[bytes]:
-        """The lines that may not come next: spent ones, and those the order bars."""
+        """The lines that may not come next: spent ones, and those the order bars, unless the
+        order has come to a dead end."""
         if order is None or self._order is None:
             return spent
-        return spent | self._order.barred(order, blanks)
+        barred = spent | self._order.barred(order, blanks)
+        if barred >= self._order.keys and self._dead_end(spent, order):
+            return spent
+        return barred
+
+    def dead_end(self, state: LineState) -> bool:
+        """Whether the order has let go in `state` (see `_dead_end`)."""
+        return (state.order is not None and self._order is not None
+                and self._dead_end(state.spent, state.order))
+
+    def _dead_end(self, spent: frozenset[bytes], order: OrderState) -> bool:
+        """Whether the order leaves no line to write, after any number of blank lines, and
+        may not end: an answer that went wrong where the rules let it. Ending it there drops
+        the rest of the file, so the order lets go instead and the lines rules alone go on
+        (the order's next step most likely finds no reading and stops constraining). This
+        is a function of the state, as every mask is: plain and speculative decoding agree."""
+        assert self._order is not None
+        got = self._dead.get((spent, order))
+        if got is None:
+            if len(self._dead) > 4096:
+                self._dead.clear()
+            lo = self._order
+            left = lo.keys - spent
+            got = order.pos is not None and not lo.may_end(order) and all(
+                left <= lo.barred(order, b) for b in range(self._blank_cap))
+            self._dead[(spent, order)] = got
+        return got
 
     def _room(self, order: OrderState | None, blanks: int) -> int:
         """How many more blank lines may follow `blanks` of them: past `spill` only the end
@@ -203,8 +240,25 @@ class LineSet:
             regime = self._tail(body, spent, order, blanks)
             order, blanks = self._step(order, key, blanks), 0
         last = rest[-1].lstrip(_WS)
-        return not last or bool(self._lines_from(last, regime, self._barred(spent, order,
-                                                                            blanks)))
+        if not last:
+            return not rest[-1] or self._indent_ok(regime, spent, order, blanks)
+        return bool(self._lines_from(last, regime, self._barred(spent, order, blanks)))
+
+    def _indent_ok(self, regime: bool, spent: frozenset[bytes], order: OrderState | None,
+                   blanks: int) -> bool:
+        """Whether a line may open with indentation here: some line may follow it, or a blank
+        line may carry it. Otherwise indentation leads nowhere (the line needs a blank line
+        before it first, and a blank line may not carry blanks): a model that starts one has
+        no way on but the end."""
+        key = (regime, spent, order, blanks)
+        got = self._indent_cache.get(key)
+        if got is None:
+            if len(self._indent_cache) > 8192:
+                self._indent_cache.clear()
+            got = (self._blank_pad and self._room(order, blanks) >= 1) or not (
+                self._stripped[regime] <= self._barred(spent, order, blanks))
+            self._indent_cache[key] = got
+        return got
 
     def _lines_from(self, key: bytes, regime: bool, spent: frozenset[bytes]) -> list[bytes]:
         """The allowed lines `key` starts, less the ones spent."""
@@ -259,7 +313,7 @@ class LineSet:
             # Any indentation, then the start of a line left; a blank line or the end.
             ids.update(*(self._firsts(ln) for ln in self._sorted[regime]
                          if ln.strip(_WS) not in barred))
-            if pad < 2:
+            if pad < 2 and self._indent_ok(regime, spent, order, blanks):
                 ids.update(ix.lead.get(b"", ()))
             room = self._room(order, blanks)
             for head, plain, other in self._heads[regime]:
@@ -273,7 +327,9 @@ class LineSet:
                     more = self._room(nxt, 0)
                 else:  # a blank line, then more
                     after, nxt, gap, more = regime, order, blanks + 1, room - 1
-                ids.update(t for t in plain if ix.blank_lines[t] <= more)
+                ids.update(t for t in plain if ix.blank_lines[t] <= more and (
+                    t not in ix.indents
+                    or self._indent_ok(after, spent, nxt, gap + ix.blank_lines[t])))
                 ids.update(t for t in other if self._rest_ok(t, after, spent, nxt, gap))
             if regime or not ids:  # (no line, blank or not, left to write: a dead end stops)
                 ids.update(ix.control)
@@ -290,8 +346,11 @@ class LineSet:
             after = self._tail(ln, spent, order, blanks)
             nxt = self._step(order, ln.strip(_WS), blanks)
             more = self._room(nxt, 0)
-            ids.update(t for t in ends if (self._rest_ok(t, after, spent, nxt, 0)
-                                           if t in self._rests else ix.blank_lines[t] <= more))
+            ids.update(t for t in ends if (
+                self._rest_ok(t, after, spent, nxt, 0) if t in self._rests
+                else ix.blank_lines[t] <= more and (
+                    t not in ix.indents
+                    or self._indent_ok(after, spent, nxt, ix.blank_lines[t]))))
         if key in cands and self._tail(key, spent, order, blanks):  # the end may follow
             ids.update(ix.control)
         return Only(_sorted_ids(ids))

@@ -38,7 +38,8 @@ without a marker (its end is the file's end), right after the snippet's last lin
 wait for snippet lines left out: their place is behind the answer, and one written at the end
 is no better than none. Every expected file of the dev sets keeps these rules; a lazy answer
 that jumps from the snippet to the end of the file does not. When no reading is left (a line
-these rules do not allow got through), the order stops constraining.
+these rules do not allow got through), the order stops constraining; the guard that uses it
+also lets go where it leaves no line at all to write (`edge_spec.core.lineset`).
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class LineOrder:
         self._pins = _pins(self.lines, items, gaps, onum, snum, aligned)
         # Original lines a sure placement reads as context: never new code written again.
         self._context = frozenset(onum[o] for o, _ in aligned if o in onum)
-        self._keys = frozenset(self.lines) | self._shown
+        self.keys = frozenset(self.lines) | self._shown  # every line it may allow
         self._barred: dict[tuple[OrderState, int], frozenset[bytes]] = {}
         self._skips: dict[tuple[int, int], frozenset[int]] = {}
 
@@ -190,7 +191,7 @@ class LineOrder:
         if got is None:
             if len(self._barred) > 4096:
                 self._barred.clear()
-            got = self._barred[(state, blanks)] = self._keys - self._reached(state, blanks)
+            got = self._barred[(state, blanks)] = self.keys - self._reached(state, blanks)
         return got
 
     def _reached(self, state: OrderState, blanks: int) -> set[bytes]:
