@@ -34,12 +34,18 @@ _LINES = [b"def f0(x):", b"    return x + 0", b"x = 1", b"y = 2  ", b"caf\xc3\xa
 
 
 def _brute(lines: list[bytes], vocab: list[bytes], ctx: bytes, ends: list[bytes] = (),
-           tails: list[bytes] = (), spent: frozenset[bytes] = frozenset()) -> set[int]:
+           tails: list[bytes] = (), spent: frozenset[bytes] = frozenset(),
+           indents: dict[bytes, set[bytes]] | None = None) -> set[int]:
     """The allowed ids by definition, simulated on the text: every line a token completes is
     allowed (not spent: written as often as `lines` has it) or blank, an end line only after a
     tail line (or once every tail is spent), the line it leaves open can still become one, and
-    a control token ends a complete line that may end the answer."""
+    a control token ends a complete line that may end the answer. With `indents`, a line
+    named there has one of its indentations (blank lines may carry any)."""
     ws = b" \t"
+
+    def fits(seg: bytes) -> bool:
+        key = seg.strip(ws)
+        return indents is None or key not in indents or seg[:len(seg) - len(seg.lstrip(ws))] in indents[key]
 
     def forms(xs: list[bytes]) -> set[bytes]:
         return {x.lstrip(ws) for x in xs if x.strip(ws)} | {x.strip(ws) for x in xs if x.strip(ws)}
@@ -56,28 +62,34 @@ def _brute(lines: list[bytes], vocab: list[bytes], ctx: bytes, ends: list[bytes]
     def after(regime: bool, seg: bytes) -> bool:
         return regime if not seg.strip(ws) else tail(seg.strip(ws))
 
-    def complete(seg: bytes, regime: bool) -> bool:
-        return not seg.strip(ws) or seg.lstrip(ws) in allowed(regime)
+    def complete(seg: bytes, regime: bool, lenient: bool = False) -> bool:
+        return not seg.strip(ws) or (seg.lstrip(ws) in allowed(regime) and (lenient or fits(seg)))
 
-    def open_(seg: bytes, regime: bool) -> bool:
+    def open_(seg: bytes, regime: bool, lenient: bool = False) -> bool:
         key = seg.lstrip(ws)
-        return not key or any(f.startswith(key) for f in allowed(regime))
+        pad = seg[:len(seg) - len(key)]
+        return not key or any(f.startswith(key) and (lenient or fits(pad + f))
+                              for f in allowed(regime))
 
     *before, line = ctx.split(b"\n")
     first = before[0].strip(ws) if before else b""
     start = tail(first) if first else (not tail_forms or tail_keys <= spent)
+    # A line whose text no allowed line with its indentation starts is held to its text
+    # alone (only a token that completes a line and opens the next, judged by the counts
+    # before it, leaves one so).
+    lenient = bool(line.lstrip(ws)) and not open_(line, start)
     out = set()
     for tid, tok in enumerate(vocab):
         regime = start
         if not tok:
-            ok = complete(line, regime) and after(regime, line)
+            ok = complete(line, regime, lenient) and after(regime, line)
         else:
             *done, last = (line + tok).split(b"\n")
             ok = True
-            for seg in done:
-                ok = ok and complete(seg, regime)
+            for n, seg in enumerate(done):
+                ok = ok and complete(seg, regime, lenient and n == 0)
                 regime = after(regime, seg)
-            ok = ok and open_(last, regime)
+            ok = ok and open_(last, regime, lenient and not done)
         if ok:
             out.add(tid)
     return out
@@ -227,3 +239,44 @@ def test_engine_apply_guards_by_lines_by_default_and_takes_the_other_modes() -> 
     assert "# Triple f3 as asked" in markers.text and not markers.lazy_lines
     off = eng.apply(ORIG, upd, engine="model", guard="off")
     assert off.lazy_lines
+
+
+def test_walks_keep_each_lines_indentation_when_asked() -> None:
+    # The same walks, with each line held to the indentations the lines give it.
+    rng = random.Random(12)
+    alphabet = [b"a", b"b", b" ", b"\n", b"(", b")", b"\t"]
+    for _ in range(400):
+        vocab = [b""] + sorted({b"".join(rng.choices(alphabet, k=rng.randint(1, 4)))
+                              for _ in range(150)})
+        base = [rng.choice([b"", b" ", b"  ", b"\t"]) + b"".join(
+            rng.choices([b"a", b"b", b"(", b")"], k=rng.randint(1, 5))) for _ in range(5)]
+        lines = base + rng.choices(base, k=3)
+        indents: dict[bytes, set[bytes]] = {}
+        for ln in lines:
+            indents.setdefault(ln.strip(b" \t"), set()).add(ln[:len(ln) - len(ln.lstrip(b" \t"))])
+        ends, tails = [b"##"], [base[-1]]
+        ls = LineSet(VocabIndex(lambda t, v=vocab: v[t], len(vocab)), lines, ends, tails,
+                     indents=indents)
+        state = ls.start(b"```\n")
+        for _step in range(40):
+            got = ls.banned(state)
+            if not isinstance(got, Only) or not got.ids.size:
+                break
+            want = _brute(lines, vocab, state.ctx, ends, tails, state.spent, indents)
+            assert set(got.ids.tolist()) == want, (lines, state)
+            tok = int(rng.choice(got.ids.tolist()))
+            if not vocab[tok]:
+                break
+            state = ls.advance(state, vocab[tok])
+
+
+def test_indentation_opens_only_toward_a_line_it_fits() -> None:
+    # No padded blank lines in the texts (spill given): indentation must lead to a line.
+    vocab = [b"", b" ", b"  ", b"    ", b"        ", b"\t", b"x", b"y", b"\n", b"\n    "]
+    index = VocabIndex(lambda t: vocab[t], len(vocab))
+    ls = LineSet(index, [b"x", b"    y", b"x"], spill=1, indents={b"x": [b""], b"y": [b"    "]})
+    allowed = set(ls.banned(ls.advance(ls.start(b"```\n"), b"x\n")).ids.tolist())
+    assert {1, 2, 3, 6, 9} <= allowed  # toward "    y"; "x" at no indentation; "\n    "
+    assert not {4, 5} & allowed  # eight blanks, a tab: no line has them
+    two = set(ls.banned(ls.advance(ls.start(b"```\n"), b"x\n  ")).ids.tolist())
+    assert 2 in two and 6 not in two and 7 not in two  # "  " more, not "x" nor "y" yet

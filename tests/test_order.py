@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from edge_spec.apply.guard import lines_guard
+from edge_spec.apply.guard import indentations, lines_guard
 from edge_spec.apply.markers import snippet_markers
 from edge_spec.apply.merge import detect_language
 from edge_spec.apply.naive import MARKER
 from edge_spec.config.settings import ControllerSettings, EngineConfig
 from edge_spec.core.controller import Controller
+from edge_spec.core.lineset import LineSet, VocabIndex
 from edge_spec.core.loop import GenConfig, generate
 from edge_spec.core.order import LineOrder, OrderState
 from edge_spec.drafters.reference import ReferenceDrafter
@@ -326,7 +327,6 @@ def test_the_copy_of_a_hunks_context_line_goes_on_with_the_hunk() -> None:
 def test_at_a_dead_end_the_guard_lets_the_order_go() -> None:
     # "a", then "a" again, then "b": every reading is past "c" or spent, and the order may not
     # end (c, the last line, is not copied). Ending there would drop c; the lines rules go on.
-    from edge_spec.core.lineset import LineSet, VocabIndex
 
     vocab = [b"", b"a", b"b", b"c", b"\n", b"```"]
     index = VocabIndex(lambda t: vocab[t], len(vocab))
@@ -349,3 +349,22 @@ def test_at_a_dead_end_the_guard_lets_the_order_go() -> None:
     first = ordered.advance(ordered.start(b"```\n"), b"a\n")
     assert set(ordered.banned(first).ids.tolist()) < set(free.banned(
         free.advance(free.start(b"```\n"), b"a\n")).ids.tolist())
+
+
+def test_the_order_guard_keeps_each_lines_indentation() -> None:
+    rt = FakeRuntime()
+    guard = lines_guard(ORIG, MARKED, ("\n```",), rt.token_bytes, rt.n_vocab)
+    space, r, d = (rt.tokenize(c, special=False)[0] for c in (" ", "r", "d"))
+    four = set(guard.banned(guard.advance(guard.start(b"```\n"), b"def f0(x):\n    ")).ids.tolist())
+    assert r in four and space not in four  # "    return x + 0", never deeper
+    two = set(guard.banned(guard.advance(guard.start(b"```\n"), b"def f0(x):\n  ")).ids.tolist())
+    assert space in two and r not in two and d not in two
+
+
+def test_a_reindented_snippet_leaves_indentation_free() -> None:
+
+    original = ["class A:", "    def f(self):", "        return 1", ""]
+    kept = indentations(original, ["    def f(self):", "        return 2"], ["```"])
+    assert kept is not None and kept[b"return 2"] == {b"        "} and kept[b"```"] == {b""}
+    # The method shown at the margin: its new lines' place in the file is not their own.
+    assert indentations(original, ["def f(self):", "    return 2"], ["```"]) is None

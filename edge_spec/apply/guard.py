@@ -144,8 +144,9 @@ def lines_guard(original: str, snippet: Sequence[tuple[str, bool]], stop: Sequen
     its lines, each with whether it is a marker; markers are never allowed), and lets it end
     (the closing fence of `stop`, or the end of text) only after the last line of either: a
     merged file ends the way one of them does. With `order`, the lines must also keep the
-    texts' order (`edge_spec.core.order`), and where `aligned` (`context_pairs`) reads an
-    original line as a hunk's context, its copy goes on with the hunk."""
+    texts' order (`edge_spec.core.order`), where `aligned` (`context_pairs`) reads an
+    original line as a hunk's context its copy goes on with the hunk, and each line keeps an
+    indentation the texts give it (`indentations`)."""
     key = (vocab_key, n_vocab)
     index = _INDEXES.get(key) if vocab_key else None
     if index is None:
@@ -165,7 +166,31 @@ def lines_guard(original: str, snippet: Sequence[tuple[str, bool]], stop: Sequen
     spill = max(_blank_run(original), _blank_run("\n".join(ln for ln, _ in snippet)))
     return LineSet(index, (t.encode("utf-8") for t in own),
                    (t.encode("utf-8") for t in ends), (t.encode("utf-8") for t in tails), keep,
-                   spill)
+                   spill, indentations(original.split("\n"), shown, ends) if order else None)
+
+
+def indentations(original: Sequence[str], shown: Sequence[str],
+             ends: Sequence[str]) -> dict[bytes, set[bytes]] | None:
+    """Each line's indentations in the two texts, which a merged file keeps: a copied line
+    as the original has it, a snippet line as the snippet does, the closing fence as the stop
+    string has it (an indented fence stops nothing). None (indentation free) when
+    the snippet shows a line of the original at an indentation the original never gives it:
+    the snippet was re-indented, so its new lines' own indentation is not theirs in the file."""
+    def table(lines: Sequence[str]) -> dict[bytes, set[bytes]]:
+        out: dict[bytes, set[bytes]] = {}
+        for ln in lines:
+            raw = ln.encode("utf-8")
+            key = raw.strip(b" \t")
+            if key:
+                out.setdefault(key, set()).add(raw[:len(raw) - len(raw.lstrip(b" \t"))])
+        return out
+
+    orig, snip = table(original), table(shown)
+    if any(key in orig and not ws <= orig[key] for key, ws in snip.items()):
+        return None
+    for key, ws in [*snip.items(), *table(ends).items()]:
+        orig.setdefault(key, set()).update(ws)
+    return orig
 
 
 def _blank_run(text: str) -> int:

@@ -19,60 +19,17 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from edge_spec.core.guard import last_line, line_context
 from edge_spec.core.order import LineOrder, OrderState
+from edge_spec.core.vocabindex import VocabIndex
 from edge_spec.runtimes.base import Only, RowBan
 
 _WS = b" \t"  # indentation
-
-
-class VocabIndex:
-    """A vocabulary's token bytes arranged for line lookups (built once per vocabulary)."""
-
-    def __init__(self, token_bytes: Callable[[int], bytes], n_vocab: int) -> None:
-        self.exact: dict[bytes, list[int]] = {}  # token bytes (no newline) -> ids
-        self.lead: dict[bytes, list[int]] = {}  # the same without leading blanks -> ids
-        self.control: list[int] = []  # tokens with no bytes (end of text and the like)
-        # Tokens with a newline: (id, bytes before the first newline, segments after it).
-        self.newline: list[tuple[int, bytes, tuple[bytes, ...]]] = []
-        for tid in range(n_vocab):
-            raw = token_bytes(tid)
-            if not raw:
-                self.control.append(tid)
-            elif b"\n" in raw:
-                first, *rest = raw.split(b"\n")
-                self.newline.append((tid, first, tuple(rest)))
-            else:
-                self.exact.setdefault(raw, []).append(tid)
-                self.lead.setdefault(raw.lstrip(_WS), []).append(tid)
-        # Sorted, so a piece of a line that no token starts with ends the lookups along it.
-        self.exact_sorted = sorted(self.exact)
-        self.lead_sorted = sorted(self.lead)
-        # Newline tokens by what their first segment must complete: its bytes (after a partial
-        # line), or its bytes without the indentation (at a line's start: `heads`, each split
-        # into those with only blanks after the newline, always allowed then, and the others,
-        # checked per state against what they write after it: `rests`).
-        self.ends: dict[bytes, list[int]] = {}
-        self.rests: dict[int, tuple[bytes, ...]] = {}
-        self.blank_lines: dict[int, int] = {}  # the others: blank lines after the first newline
-        # Newline tokens that end on indentation (blanks after their last newline).
-        self.indents = frozenset(tid for tid, _, after in self.newline if after[-1])
-        starts: dict[bytes, list[int]] = {}
-        for tid, head, after in self.newline:
-            self.ends.setdefault(head, []).append(tid)
-            starts.setdefault(head.lstrip(_WS), []).append(tid)
-            if any(seg.strip(_WS) for seg in after):
-                self.rests[tid] = after
-            else:
-                self.blank_lines[tid] = len(after) - 1
-        self.heads = {head: ([t for t in tids if t not in self.rests],
-                             [t for t in tids if t in self.rests])
-                      for head, tids in starts.items()}
 
 
 @dataclass(frozen=True)
@@ -91,7 +48,8 @@ class LineState:
 
 class LineSet:
     """Bans every token that would make the current line one not in `lines`, or one written
-    as often as `lines` has it already (blank lines and indentation always allowed). `ends`
+    as often as `lines` has it already (blank lines always allowed; indentation too, unless
+    `indents` gives a line the indentations it may have: then it has one of them). `ends`
     (the closing fence) and the end of text may only come after one of `tails` (the last
     lines the answer can have) when `tails` are given, or once every tail line is spent.
     With `order`, the lines must also keep its order (`edge_spec.core.order`) and the end waits
@@ -106,8 +64,12 @@ class LineSet:
 
     def __init__(self, index: VocabIndex, lines: Iterable[bytes], ends: Iterable[bytes] = (),
                  tails: Iterable[bytes] = (), order: LineOrder | None = None,
-                 spill: int | None = None) -> None:
+                 spill: int | None = None,
+                 indents: Mapping[bytes, Iterable[bytes]] | None = None) -> None:
         self._ix = index
+        # Line (stripped) -> the indentations it may have (a line not named: any).
+        self._ind = None if indents is None else {k: frozenset(v) for k, v in indents.items()}
+        self._spaces = [(ws, ids) for ws, ids in index.lead_ws.get(b"", {}).items()]
         self._order = order
         self._spill = spill
         lines = list(lines)
@@ -123,11 +85,15 @@ class LineSet:
         self._sets = (body, body | _forms(ends))
         self._sorted = tuple(sorted(x) for x in self._sets)
         self._stripped = tuple(frozenset(x.strip(_WS) for x in s) for s in self._sets)
-        self._indent_cache: dict[tuple[bool, frozenset[bytes], OrderState | None, int], bool] = {}
+        self._indent_cache: dict[tuple[bool, frozenset[bytes], OrderState | None, int],
+                                 frozenset[bytes] | None] = {}
+        # Line -> every beginning of an indentation it may have.
+        self._prefixes = {k: frozenset(a[:i] for a in v for i in range(len(a) + 1))
+                          for k, v in (self._ind or {}).items()}
         self._tails = _forms(tails)
         self._tail_keys = frozenset(t.strip(_WS) for t in self._tails)
-        self._cache: dict[tuple[bool, bytes, frozenset[bytes], OrderState | None, int, int],
-                          RowBan] = {}
+        self._cache: dict[tuple[bool, bytes, frozenset[bytes], OrderState | None, int, int,
+                                bytes | None], RowBan] = {}
         self._ends, self._rests = index.ends, index.rests
         # At a line's start, per regime: the newline tokens whose first segment may be written
         # there (blank, or an allowed line), split into those with only blanks after it.
@@ -140,6 +106,7 @@ class LineSet:
         # blank run before its line, and the guard counts no further than spill + 2.
         self._blank_cap = (2 if spill is None else spill) + 3
         self._first_ids: dict[bytes, set[int]] = {}
+        self._first_at: dict[tuple[bytes, frozenset[bytes]], set[int]] = {}
 
     def start(self, tail: bytes) -> LineState:
         return LineState(line_context(tail), order=OrderState() if self._order else None)
@@ -235,29 +202,57 @@ class LineSet:
                     return False
                 blanks += 1
                 continue
-            if body not in self._sets[regime] or key in self._barred(spent, order, blanks):
+            if body not in self._sets[regime] or key in self._barred(spent, order, blanks) or (
+                    not self._fits(key, seg[:len(seg) - len(body)])):
                 return False
             regime = self._tail(body, spent, order, blanks)
             order, blanks = self._step(order, key, blanks), 0
         last = rest[-1].lstrip(_WS)
         if not last:
-            return not rest[-1] or self._indent_ok(regime, spent, order, blanks)
-        return bool(self._lines_from(last, regime, self._barred(spent, order, blanks)))
+            return not rest[-1] or self._indent_ok(regime, spent, order, blanks, rest[-1])
+        ind = rest[-1][:len(rest[-1]) - len(last)]
+        return any(self._fits(ln, ind)
+                   for ln in self._lines_from(last, regime, self._barred(spent, order, blanks)))
+
+    def _fits(self, line: bytes, ind: bytes) -> bool:
+        """Whether `line` may have the indentation `ind`."""
+        allowed = None if self._ind is None else self._ind.get(line.strip(_WS))
+        return allowed is None or ind in allowed
 
     def _indent_ok(self, regime: bool, spent: frozenset[bytes], order: OrderState | None,
-                   blanks: int) -> bool:
-        """Whether a line may open with indentation here: some line may follow it, or a blank
-        line may carry it. Otherwise indentation leads nowhere (the line needs a blank line
-        before it first, and a blank line may not carry blanks): a model that starts one has
-        no way on but the end."""
+                   blanks: int, ws: bytes = b"") -> bool:
+        """Whether a line may open with indentation (`ws`, where the guard keeps it) here:
+        some line may follow it, or a blank line may carry it. Otherwise indentation leads
+        nowhere (the line needs a blank line before it first, and a blank line may not carry
+        blanks): a model that starts one has no way on but the end."""
+        if self._blank_pad and self._room(order, blanks) >= 1:
+            return True
+        reach = self._reach(regime, spent, order, blanks)
+        return reach is None or ws in reach
+
+    def _reach(self, regime: bool, spent: frozenset[bytes], order: OrderState | None,
+               blanks: int) -> frozenset[bytes] | None:
+        """The indentations (and their beginnings) a line allowed here may have; None: any."""
         key = (regime, spent, order, blanks)
-        got = self._indent_cache.get(key)
-        if got is None:
-            if len(self._indent_cache) > 8192:
-                self._indent_cache.clear()
-            got = (self._blank_pad and self._room(order, blanks) >= 1) or not (
-                self._stripped[regime] <= self._barred(spent, order, blanks))
-            self._indent_cache[key] = got
+        if key in self._indent_cache:
+            return self._indent_cache[key]
+        if len(self._indent_cache) > 8192:
+            self._indent_cache.clear()
+        keys = self._stripped[regime] - self._barred(spent, order, blanks)
+        got: frozenset[bytes] | None = frozenset()
+        if keys and self._ind is None:
+            got = None
+        elif keys:
+            out: set[bytes] = set()
+            for k in keys:
+                pre = self._prefixes.get(k)
+                if pre is None:
+                    got = None
+                    break
+                out |= pre
+            else:
+                got = frozenset(out)
+        self._indent_cache[key] = got
         return got
 
     def _lines_from(self, key: bytes, regime: bool, spent: frozenset[bytes]) -> list[bytes]:
@@ -270,11 +265,23 @@ class LineSet:
             got = self._from[(key, regime)] = [ln for ln in lines[lo:hi] if ln.startswith(key)]
         return [ln for ln in got if ln.strip(_WS) not in spent] if spent else got
 
-    def _firsts(self, line: bytes) -> set[int]:
-        """The tokens that may open `line` (after any indentation)."""
-        got = self._first_ids.get(line)
+    def _firsts(self, line: bytes, ind: bytes | None = None) -> set[int]:
+        """The tokens that may open `line` after the indentation `ind` (None: any), their own
+        leading blanks included."""
+        allowed = None if ind is None or self._ind is None else self._ind.get(line.strip(_WS))
+        if allowed is None:
+            got = self._first_ids.get(line)
+            if got is None:
+                got = self._first_ids[line] = _along([line], 0, self._ix.lead,
+                                                     self._ix.lead_sorted)
+            return got
+        assert ind is not None
+        need = frozenset(a[len(ind):] for a in allowed if a.startswith(ind))
+        key = (line, need)
+        got = self._first_at.get(key)
         if got is None:
-            got = self._first_ids[line] = _along([line], 0, self._ix.lead, self._ix.lead_sorted)
+            got = self._first_at[key] = _along_ws(line, need, self._ix.lead_ws,
+                                                  self._ix.lead_sorted) if need else set()
         return got
 
     def banned(self, state: LineState | bytes | str) -> RowBan:
@@ -295,7 +302,8 @@ class LineSet:
         rest = line[cut + 1:]
         body = rest.lstrip(_WS)
         pad = 0 if body or not rest else (2 if len(rest) >= self._indent else 1)
-        key = (regime, body, spent, order, blanks, pad)
+        ind = None if self._ind is None else rest[:len(rest) - len(body)]
+        key = (regime, body, spent, order, blanks, pad, ind)
         got = self._cache.get(key)
         if got is None:
             if len(self._cache) > 8192:
@@ -304,17 +312,20 @@ class LineSet:
         return got
 
     def _allowed(self, regime: bool, key: bytes, spent: frozenset[bytes],
-                 order: OrderState | None, blanks: int, pad: int) -> RowBan:
+                 order: OrderState | None, blanks: int, pad: int, ind: bytes | None) -> RowBan:
         """The allowed ids; `pad`: the line so far is blanks only (1), deeper than the texts
-        indent (2), or not (0)."""
+        indent (2), or not (0); `ind`: its indentation, where the guard keeps indentation."""
         ix, ids = self._ix, set[int]()
         barred = self._barred(spent, order, blanks)
         if not key:
-            # Any indentation, then the start of a line left; a blank line or the end.
-            ids.update(*(self._firsts(ln) for ln in self._sorted[regime]
+            # Indentation, then the start of a line left; a blank line or the end.
+            ids.update(*(self._firsts(ln, ind) for ln in self._sorted[regime]
                          if ln.strip(_WS) not in barred))
             if pad < 2 and self._indent_ok(regime, spent, order, blanks):
-                ids.update(ix.lead.get(b"", ()))
+                reach = None if self._blank_pad and self._room(order, blanks) >= 1 else (
+                    self._reach(regime, spent, order, blanks))
+                ids.update(*(tids for ws, tids in self._spaces
+                             if ind is None or reach is None or ind + ws in reach))
             room = self._room(order, blanks)
             for head, plain, other in self._heads[regime]:
                 first = head.strip(_WS)
@@ -327,9 +338,12 @@ class LineSet:
                     more = self._room(nxt, 0)
                 else:  # a blank line, then more
                     after, nxt, gap, more = regime, order, blanks + 1, room - 1
+                if first and ind is not None:  # the line it completes keeps its indentation
+                    plain = [t for t in plain if self._fits(first, ind + ix.head_ws.get(t, b""))]
+                    other = [t for t in other if self._fits(first, ind + ix.head_ws.get(t, b""))]
                 ids.update(t for t in plain if ix.blank_lines[t] <= more and (
-                    t not in ix.indents
-                    or self._indent_ok(after, spent, nxt, gap + ix.blank_lines[t])))
+                    t not in ix.indents or self._indent_ok(
+                        after, spent, nxt, gap + ix.blank_lines[t], ix.indents[t])))
                 ids.update(t for t in other if self._rest_ok(t, after, spent, nxt, gap))
             if regime or not ids:  # (no line, blank or not, left to write: a dead end stops)
                 ids.update(ix.control)
@@ -338,6 +352,8 @@ class LineSet:
         if not cands:
             # A line the guard never allowed (the prompt's last line): nothing to keep it to.
             return np.zeros(0, dtype=np.int64)
+        if ind is not None:
+            cands = [ln for ln in cands if self._fits(ln, ind)] or cands
         ids.update(_along(cands, len(key), ix.exact, ix.exact_sorted))
         for ln in cands:
             ends = self._ends.get(ln[len(key):], ())
@@ -350,7 +366,7 @@ class LineSet:
                 self._rest_ok(t, after, spent, nxt, 0) if t in self._rests
                 else ix.blank_lines[t] <= more and (
                     t not in ix.indents
-                    or self._indent_ok(after, spent, nxt, ix.blank_lines[t]))))
+                    or self._indent_ok(after, spent, nxt, ix.blank_lines[t], ix.indents[t]))))
         if key in cands and self._tail(key, spent, order, blanks):  # the end may follow
             ids.update(ix.control)
         return Only(_sorted_ids(ids))
@@ -392,3 +408,21 @@ def _along(lines: list[bytes], at: int, tokens: dict[bytes, list[int]],
             if i == len(texts) or not texts[i].startswith(piece):
                 break  # no token starts with this piece: none is longer along this line
     return ids
+
+
+def _along_ws(line: bytes, need: frozenset[bytes], tokens: dict[bytes, dict[bytes, list[int]]],
+              texts: list[bytes]) -> set[int]:
+    """Ids of the tokens equal to one of the blanks in `need`, then a piece of `line` from its
+    start (`texts`: the keys of `tokens`, sorted)."""
+    ids: set[int] = set()
+    for j in range(1, len(line) + 1):
+        piece = line[:j]
+        got = tokens.get(piece)
+        if got is not None:
+            for ws in need:
+                ids.update(got.get(ws, ()))
+        i = bisect_left(texts, piece)
+        if i == len(texts) or not texts[i].startswith(piece):
+            break
+    return ids
+
