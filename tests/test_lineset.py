@@ -280,3 +280,16 @@ def test_indentation_opens_only_toward_a_line_it_fits() -> None:
     assert not {4, 5} & allowed  # eight blanks, a tab: no line has them
     two = set(ls.banned(ls.advance(ls.start(b"```\n"), b"x\n  ")).ids.tolist())
     assert 2 in two and 6 not in two and 7 not in two  # "  " more, not "x" nor "y" yet
+
+
+def test_no_token_pads_a_blank_line_where_the_texts_have_none() -> None:
+    vocab = [b"", b"x", b"y", b"\n", b"  \n", b"\n  \n", b"\n\n", b"x\n  \ny"]
+    index = VocabIndex(lambda t: vocab[t], len(vocab))
+    ls = LineSet(index, [b"x", b"", b"", b"y"], spill=2)
+    start = set(ls.banned(ls.start(b"```\n")).ids.tolist())
+    assert {1, 3} <= start and 4 not in start  # a blank line, but not "  " on it
+    after = set(ls.banned(ls.advance(ls.start(b"```\n"), b"x")).ids.tolist())
+    assert {3, 6} <= after and not {5, 7} & after  # nor one a token writes past its newline
+    padded = LineSet(index, [b"x", b"  ", b"y"], spill=2)  # the texts pad one: so may the answer
+    assert {4, 5} <= set(padded.banned(padded.advance(padded.start(b"```\n"), b"x\n")).ids.tolist()) | set(
+        padded.banned(padded.advance(padded.start(b"```\n"), b"x")).ids.tolist())

@@ -330,8 +330,13 @@ class LineSet:
             for head, plain, other in self._heads[regime]:
                 first = head.strip(_WS)
                 if first in barred or (not first and (room < 1 or (
-                        (pad or head) and not self._blank_pad))):
+                        pad and not self._blank_pad))):
                     continue  # (a blank line with blanks on it where the texts have none)
+                if not self._blank_pad:  # (nor one the token itself pads, first or later)
+                    plain = [t for t in plain if t not in ix.padded
+                             and (first or t not in ix.head_ws)]
+                    other = [t for t in other if t not in ix.padded
+                             and (first or t not in ix.head_ws)]
                 if first:  # the token completes a line, then writes more
                     after, nxt, gap = (self._tail(head, spent, order, blanks),
                                        self._step(order, first, blanks), 0)
@@ -362,7 +367,7 @@ class LineSet:
             after = self._tail(ln, spent, order, blanks)
             nxt = self._step(order, ln.strip(_WS), blanks)
             more = self._room(nxt, 0)
-            ids.update(t for t in ends if (
+            ids.update(t for t in ends if (self._blank_pad or t not in ix.padded) and (
                 self._rest_ok(t, after, spent, nxt, 0) if t in self._rests
                 else ix.blank_lines[t] <= more and (
                     t not in ix.indents

@@ -47,6 +47,9 @@ class VocabIndex:
         # ... and the blanks before their first segment's text (none: left out).
         self.head_ws = {tid: head[:len(head) - len(head.lstrip(_WS))]
                         for tid, head, _ in self.newline if head[:1] in (b" ", b"\t")}
+        # ... and those that write a blank line with blanks on it after a newline.
+        self.padded = frozenset(tid for tid, _, after in self.newline
+                                if any(seg and not seg.strip(_WS) for seg in after[:-1]))
         starts: dict[bytes, list[int]] = {}
         for tid, head, after in self.newline:
             self.ends.setdefault(head, []).append(tid)
