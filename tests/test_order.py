@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from edge_spec.apply.guard import indentations, lines_guard
+from edge_spec.apply.guard import context_pairs, hunk_follows, indentations, lines_guard
 from edge_spec.apply.markers import snippet_markers
-from edge_spec.apply.merge import detect_language
+from edge_spec.apply.merge import detect_language, structural_merge
 from edge_spec.apply.naive import MARKER
 from edge_spec.config.settings import ControllerSettings, EngineConfig
 from edge_spec.core.controller import Controller
@@ -370,3 +370,30 @@ def test_a_reindented_snippet_leaves_indentation_free() -> None:
     assert kept is not None and kept[b"return 2"] == {b"        "} and kept[b"```"] == {b""}
     # The method shown at the margin: its new lines' place in the file is not their own.
     assert indentations(original, ["def f(self):", "    return 2"], ["```"]) is None
+
+
+def test_a_sure_hunks_leading_context_pairs_with_the_line_it_stands_on() -> None:
+    # The longest equal run would pair the snippet's first `});` with the original's only one
+    # through the new block's own `});`; the placement anchors the leading context instead.
+    original = ("test('first', async t => {\n  t.is(await compute(41), 42);\n});\n\n"
+                "test('last', async t => {\n  t.pass();\n});\n")
+    update = ("// ... existing code ...\n  t.is(await compute(41), 42);\n});\n\n"
+              "test('middle', async t => {\n  t.truthy(await compute(1));\n});\n\n"
+              "test('last', async t => {\n  t.pass();\n// ... existing code ...\n")
+    merge = structural_merge(original, update, "javascript")
+    assert merge.exact
+    assert (2, 2) in context_pairs(original, update, merge)  # `});`: the original's line 2
+
+
+def test_the_copy_of_the_line_before_a_sure_insertion_goes_on_with_it() -> None:
+    original = "def a():\n    return 1\n\n\ndef c():\n    return 3\n"
+    update = "# ... existing code ...\ndef b():\n    return 2\n\n\ndef c():\n# ... existing code ...\n"
+    merge = structural_merge(original, update, "python")
+    follows = hunk_follows(original, merge)
+    assert merge.exact and follows == [(1, b"def b():", 2)]
+    snippet = [(ln.encode(), ln.startswith("# ...")) for ln in update.split("\n")]
+    order = LineOrder([ln.encode() for ln in original.split("\n")], snippet, (), follows)
+    state = order.step(order.step(OrderState(), b"def a():"), b"return 1")
+    assert b"def c():" in order.barred(state, 2)  # not past the insertion
+    assert b"def b():" not in order.barred(state, 2)
+    assert _walk(order, [ln.encode() for ln in merge.text.split("\n")]) == (True, True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edge_spec.apply.clean import clean_output, lazy_lines
-from edge_spec.apply.guard import apply_guard, context_pairs, lines_guard
+from edge_spec.apply.guard import apply_guard, context_pairs, hunk_follows, lines_guard
 from edge_spec.apply.markers import snippet_markers
 from edge_spec.apply.merge import MergeResult, detect_language, structural_merge
 from edge_spec.apply.naive import MARKER, edit_references
@@ -122,13 +122,15 @@ def plan_apply(target: Runtime, original: str, update: str, instruction: str | N
     if guard in ("lines", "order"):
         own = set(markers)  # the snippet's markers the original lacks
         marked = [(ln, bool(MARKER.match(ln)) or ln.strip() in own) for ln in update_lf.split("\n")]
-        aligned = []
+        aligned: list[tuple[int, int]] = []
+        follows: list[tuple[int, bytes, int]] = []
         if guard == "order":
             merge = merge or structural_merge(original_lf, update_lf, lang)
             aligned = context_pairs(original_lf, update_lf, merge)
+            follows = hunk_follows(original_lf, merge)
         line_guard = lines_guard(original_lf, marked, stop, target.token_bytes, target.n_vocab,
                                  target.vocab.fingerprint, order=guard == "order",
-                                 aligned=aligned)
+                                 aligned=aligned, follows=follows)
     elif guard == "markers":
         line_guard = apply_guard(original_lf, lambda t: target.token_bytes(t).decode(
             "utf-8", "ignore"), target.n_vocab, target.vocab.fingerprint, markers)

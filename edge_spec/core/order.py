@@ -32,7 +32,9 @@ more, so no way on is closed; fewer, the usual slip, is the one barred.
 Where a sure placement of a hunk (`aligned`, from the structural merge) reads an original line
 as the hunk's context, a merged file goes on from that line with the hunk: the copy of it is
 pinned to the snippet's next line, after the snippet's own blank lines there, and the line is
-never new code (written again as the hunk while the original's copy is still ahead).
+never new code (written again as the hunk while the original's copy is still ahead). Where a
+sure placement inserts a hunk's first lines after an original line (`follows`), that line's
+copy is pinned to them in the same way.
 
 The answer may end only once the last original line is copied, or, for a snippet that ends
 without a marker (its end is the file's end), right after the snippet's last line. It does not
@@ -69,7 +71,8 @@ class LineOrder:
     a sure placement of the hunk reads it as (0-based indices into the two line lists)."""
 
     def __init__(self, original: Iterable[bytes], snippet: Iterable[tuple[bytes, bool]],
-                 aligned: Iterable[tuple[int, int]] = ()) -> None:
+                 aligned: Iterable[tuple[int, int]] = (),
+                 follows: Iterable[tuple[int, bytes, int]] = ()) -> None:
         raw, self._gap, onum = _runs((ln, False) for ln in original)
         if self._gap:
             # Blank lines that open the file are not asked for: a model that leaves them out
@@ -110,6 +113,15 @@ class LineOrder:
                 self._end_depth.setdefault(key, _depth(marked[i][0]))
         aligned = list(aligned)
         self._pins = _pins(self.lines, items, gaps, onum, snum, aligned)
+        # Where a sure placement puts a hunk's first lines before an original line (`follows`:
+        # the original line before them, the line a merged file writes next, the blank lines
+        # between), the copy of that line goes on with the hunk too: the answer cannot copy
+        # on past an insertion the snippet shows.
+        for o, nxt, gap in follows:
+            at = onum.get(o)
+            if at is not None and at not in self._pins and (
+                    at + 1 >= len(self.lines) or self.lines[at + 1] != nxt):
+                self._pins[at] = (nxt, gap)
         # Original lines a sure placement reads as context: never new code written again.
         self._context = frozenset(onum[o] for o, _ in aligned if o in onum)
         self.keys = frozenset(self.lines) | self._shown  # every line it may allow
