@@ -110,7 +110,6 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer
             return frozenset({(-1, 0)})
         key, last, blanks = ans[i - 1], ans[i - 2] if i >= 2 else b"", agap[i - 1]
         out: set[tuple[int, int]] = set()
-        copied = {p for p, k in finals(i - 1) if k == 0}  # a skip keeps a copied run's spacing
         for p, k in finals(i - 1):
             if k == 0 and p in pins and pins[p] != (key, blanks):
                 continue  # a hunk's context line: the hunk goes on, spaced as the snippet is
@@ -120,8 +119,7 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer
                     out.add((p, k + 1 if same else -1))
             out.update((j, 0) for j in range(p + 1, len(orig)) if orig[j] == key
                        and ((j == p + 1 and blanks >= ogap[j])
-                            or (j > p + 1 and skip_ok(p, k, j, last, blanks)
-                                and (blanks >= ogap[j] or j - 1 not in copied))))
+                            or (j > p + 1 and skip_ok(p, k, j, last, blanks))))
         return frozenset(out)
 
     ok = all(finals(i) for i in range(len(ans) + 1))

@@ -25,8 +25,7 @@ repeated lines keep several readings open. A line of the answer is
   original has it at the same depth (a hunk that ends on a line of the original ends there).
 
 A copy, or a line that goes on with a hunk, keeps at least the blank lines its text has before
-it (the file's opening ones aside): a copied run keeps its spacing, and a skip may not land on
-the line after one just copied with fewer (that would be the same run, spaced otherwise). The model may still write
+it (the file's opening ones aside): a copied run keeps its spacing. The model may still write
 more, so no way on is closed; fewer, the usual slip, is the one barred.
 
 Where a sure placement of a hunk (`aligned`, from the structural merge) reads an original line
@@ -47,7 +46,7 @@ also lets go where it leaves no line at all to write (`edge_spec.core.lineset`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 _WS = b" \t"
@@ -147,28 +146,18 @@ class LineOrder:
         at = self._at.get(key, ())
         new.update((p + 1, 0) for p, _ in pos
                    if p + 1 < len(lines) and lines[p + 1] == key and blanks >= gaps[p + 1])
-        spaced = self._spaced(state, blanks)
         if at and key in self._shown:
             lo = self._resume_from(pos) if resumes else None
             if lo is not None:
-                new.update((j, 0) for j in at if j > lo + 1 and spaced(j))
+                new.update((j, 0) for j in at if j > lo + 1)
         elif at and state.last in self._hunk_ends:
             wide = self._hunk_ends[state.last]
             for p, k in pos:
                 if k < 0:
                     past = self._past(p, state.last)
                     new.update((j, 0) for j in self._skips_from(p, wide)
-                               if lines[j] == key and j <= past and spaced(j))
+                               if lines[j] == key and j <= past)
         return OrderState(frozenset(new) if new else None, key)
-
-    def _spaced(self, state: OrderState, blanks: int) -> Callable[[int], bool]:
-        """Whether a skip may land on original line j after `blanks` blank lines: not with
-        fewer than the original has before j where the answer has just copied the line before
-        j (that is the copied run going on, and it keeps its spacing)."""
-        assert state.pos is not None
-        copied = {p for p, k in state.pos if not k}
-        gaps = self._gap
-        return lambda j: blanks >= gaps[j] or j - 1 not in copied
 
     def _resume_from(self, pos: Iterable[Reading]) -> int | None:
         """The first reading a skip onto a line the snippet shows may start from."""
@@ -239,12 +228,11 @@ class LineOrder:
                   or self.step(free_state, k, blanks).pos is not None)
         if state.last in self._hunk_ends:
             wide = self._hunk_ends[state.last]
-            spaced = self._spaced(state, blanks)
             for p, k in free:
                 if k < 0:
                     past = self._past(p, state.last)
                     ok.update(lines[j] for j in self._skips_from(p, wide)
-                              if lines[j] not in self._shown and j <= past and spaced(j))
+                              if lines[j] not in self._shown and j <= past)
         return ok
 
     def blank_room(self, state: OrderState, blanks: int) -> int:
