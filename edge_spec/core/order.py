@@ -116,11 +116,11 @@ class LineOrder:
         # the original line before them, the line a merged file writes next, the blank lines
         # between), the copy of that line goes on with the hunk too: the answer cannot copy
         # on past an insertion the snippet shows.
-        for o, nxt, gap in follows:
+        for o, then, space in follows:
             at = onum.get(o)
             if at is not None and at not in self._pins and (
-                    at + 1 >= len(self.lines) or self.lines[at + 1] != nxt):
-                self._pins[at] = (nxt, gap)
+                    at + 1 >= len(self.lines) or self.lines[at + 1] != then):
+                self._pins[at] = (then, space)
         # Original lines a sure placement reads as context: never new code written again.
         self._context = frozenset(onum[o] for o, _ in aligned if o in onum)
         self.keys = frozenset(self.lines) | self._shown  # every line it may allow
