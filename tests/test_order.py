@@ -77,6 +77,10 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer
                 and items[i][0] == orig[p] and (p + 1 == len(orig) or orig[p + 1] != items[i + 1][0]):
             pins.setdefault(p, (items[i + 1][0], sgap[i + 1]))
     context = {onum[o] for o, _ in aligned if o in onum}
+    read = {snum[sn] for _, sn in aligned if sn in snum}
+    # Lines the snippet shows only as context: where a copy of that context is read, not new code.
+    only_context = {k for i, (k, _) in enumerate(items) if i in read} - {
+        k for i, (k, m) in enumerate(items) if not m and i not in read}
     ans = _keys(answer)
 
     def goes_on(i: int, last: bytes, blanks: int) -> bool:
@@ -120,6 +124,8 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer
             out.update((j, 0) for j in range(p + 1, len(orig)) if orig[j] == key
                        and ((j == p + 1 and blanks >= ogap[j])
                             or (j > p + 1 and skip_ok(p, k, j, last, blanks))))
+        if key in only_context and any(k == 0 and p in context for p, k in out):
+            out = {(p, k) for p, k in out if k >= 0}
         return frozenset(out)
 
     ok = all(finals(i) for i in range(len(ans) + 1))
@@ -394,4 +400,22 @@ def test_the_copy_of_the_line_before_a_sure_insertion_goes_on_with_it() -> None:
     state = order.step(order.step(OrderState(), b"def a():"), b"return 1")
     assert b"def c():" in order.barred(state, 2)  # not past the insertion
     assert b"def b():" not in order.barred(state, 2)
+    assert _walk(order, [ln.encode() for ln in merge.text.split("\n")]) == (True, True)
+
+
+def test_a_sure_hunks_context_line_is_a_copy_and_keeps_the_spacing_after_it() -> None:
+    # Written after the hunk's new line, `# HTML` could also be read as new code standing in for
+    # the original's lines, and the skip on from there would take `html_theme` with no blank line.
+    original = "}\nheading = 3\n\n# HTML\n\nhtml_theme = 'click'\nhtml_logo = 'logo'\n"
+    update = "# ... existing code ...\n}\nextensions = []\nheading = 3\n\n# HTML\n# ... existing code ...\n"
+    merge = structural_merge(original, update, "python")
+    aligned = context_pairs(original, update, merge)
+    assert merge.exact and (3, 5) in aligned
+    snippet = [(ln.encode(), ln.startswith("# ...")) for ln in update.split("\n")]
+    order = LineOrder([ln.encode() for ln in original.split("\n")], snippet, aligned)
+    free = LineOrder([ln.encode() for ln in original.split("\n")], snippet)
+    tight = [b"}", b"extensions = []", b"heading = 3", b"", b"# HTML", b"html_theme = 'click'",
+             b"html_logo = 'logo'"]
+    assert _walk(free, tight) == (True, True)
+    assert _walk(order, tight) == (False, False)
     assert _walk(order, [ln.encode() for ln in merge.text.split("\n")]) == (True, True)

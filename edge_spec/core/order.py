@@ -31,7 +31,9 @@ more, so no way on is closed; fewer, the usual slip, is the one barred.
 Where a sure placement of a hunk (`aligned`, from the structural merge) reads an original line
 as the hunk's context, a merged file goes on from that line with the hunk: the copy of it is
 pinned to the snippet's next line, after the snippet's own blank lines there, and the line is
-never new code (written again as the hunk while the original's copy is still ahead). Where a
+never new code (written again as the hunk while the original's copy is still ahead); a line
+the snippet shows only as such context, written where a copy of it can be read, is that copy
+and no new code (from which the answer could skip on, past the original's spacing). Where a
 sure placement inserts a hunk's first lines after an original line (`follows`), that line's
 copy is pinned to them in the same way.
 
@@ -123,6 +125,13 @@ class LineOrder:
                 self._pins[at] = (then, space)
         # Original lines a sure placement reads as context: never new code written again.
         self._context = frozenset(onum[o] for o, _ in aligned if o in onum)
+        # Snippet lines that are context wherever the snippet shows them: written where a
+        # copy of that context can be read, they are that copy and not new code (which
+        # would let the answer skip on from them, past the original's spacing).
+        read = {snum[s] for _, s in aligned if s in snum}
+        self._only_context = (frozenset(key for i, (key, _) in enumerate(items) if i in read)
+                              - frozenset(key for i, (key, marker) in enumerate(items)
+                                          if not marker and i not in read))
         self.keys = frozenset(self.lines) | self._shown  # every line it may allow
         self._barred: dict[tuple[OrderState, int], frozenset[bytes]] = {}
         self._skips: dict[tuple[int, int], frozenset[int]] = {}
@@ -157,6 +166,8 @@ class LineOrder:
                     past = self._past(p, state.last)
                     new.update((j, 0) for j in self._skips_from(p, wide)
                                if lines[j] == key and j <= past)
+        if key in self._only_context and any(not k and p in self._context for p, k in new):
+            new = {(p, k) for p, k in new if k >= 0}
         return OrderState(frozenset(new) if new else None, key)
 
     def _resume_from(self, pos: Iterable[Reading]) -> int | None:
