@@ -12,6 +12,7 @@ from edge_spec.core.controller import Controller
 from edge_spec.core.guard import line_context
 from edge_spec.core.lineset import LineSet, VocabIndex
 from edge_spec.core.loop import GenConfig, generate
+from edge_spec.core.order import LineOrder
 from edge_spec.drafters.reference import ReferenceDrafter
 from edge_spec.engine import Engine
 from edge_spec.runtimes.base import Only
@@ -293,3 +294,25 @@ def test_no_token_pads_a_blank_line_where_the_texts_have_none() -> None:
     padded = LineSet(index, [b"x", b"  ", b"y"], spill=2)  # the texts pad one: so may the answer
     assert {4, 5} <= set(padded.banned(padded.advance(padded.start(b"```\n"), b"x\n")).ids.tolist()) | set(
         padded.banned(padded.advance(padded.start(b"```\n"), b"x")).ids.tolist())
+
+
+def test_a_line_ends_with_the_newlines_the_next_line_needs_in_one_token() -> None:
+    # The original keeps two blank lines before `y`. "x\n" would leave only a blank line to
+    # write, and a model has never seen one written apart from the newlines before it.
+    vocab = [b"", b"x", b"y", b"z", b"\n", b"\n\n", b"\n\n\n", b"x\n", b"x\n\n", b"x\n\n\n"]
+    index = VocabIndex(lambda t: vocab[t], len(vocab))
+    original = [b"x", b"", b"", b"y", b"z"]
+    ls = LineSet(index, original, spill=3, order=LineOrder(original, []))
+    first = set(ls.banned(ls.start(b"```\n")).ids.tolist())
+    assert 9 in first and not {7, 8} & first  # "x\n\n\n", not "x\n" nor "x\n\n"
+    after_x = set(ls.banned(ls.advance(ls.start(b"```\n"), b"x")).ids.tolist())
+    assert 6 in after_x and not {4, 5} & after_x
+    # Where the run needs more newlines than one token has, the longest one that fits.
+    one = [b"", b"x", b"y", b"\n", b"\n\n", b"x\n", b"x\n\n"]
+    short = LineSet(VocabIndex(lambda t: one[t], len(one)), original, spill=3,
+                    order=LineOrder(original, []))
+    assert set(short.banned(short.start(b"```\n")).ids.tolist()) & {5, 6} == {6}
+    assert set(short.banned(short.advance(short.start(b"```\n"), b"x")).ids.tolist()) & {3, 4} == {4}
+    # Right after `y` no blank line is owed: "y\n" stays.
+    walk = ls.advance(ls.advance(ls.start(b"```\n"), b"x\n\n\n"), b"y")
+    assert 4 in set(ls.banned(walk).ids.tolist())

@@ -214,6 +214,34 @@ class LineSet:
         return any(self._fits(ln, ind)
                    for ln in self._lines_from(last, regime, self._barred(spent, order, blanks)))
 
+    def _merged(self, tids: list[int], regime: bool, spent: frozenset[bytes],
+                order: OrderState | None, blanks: int) -> list[int]:
+        """Of newline tokens with only blank lines after their first newline (`blanks`
+        before it), those that go as far toward the fewest blank lines a line may follow as
+        one token can. The tokenizer writes a run of newlines in as few tokens as it can, so
+        a model that stopped short has never seen the blank line it now owes written apart,
+        and writes another line instead."""
+        ix = self._ix
+        runs = {ix.blank_lines[t] for t in tids if t not in ix.indents}
+        if len(runs) < 2:
+            return tids
+        need = next((b for b in range(max(runs) + self._blank_cap)
+                     if not self._blanks_only(regime, spent, order, blanks + b)), 0)
+        best = max((b for b in runs if b <= need), default=0)
+        return [t for t in tids if t in ix.indents or ix.blank_lines[t] >= best]
+
+    def _blanks_only(self, regime: bool, spent: frozenset[bytes], order: OrderState | None,
+                     blanks: int) -> bool:
+        """Whether nothing but a blank line (or a hunk begun anew) may come after `blanks`
+        of them."""
+        if regime or (self._spill is not None and blanks > self._spill):
+            return False
+        if order is None or self._order is None:
+            return self._stripped[False] <= spent
+        if order.pos is None or self._dead_end(spent, order):
+            return False
+        return self._order.flowing(order, blanks) <= spent
+
     def _fits(self, line: bytes, ind: bytes) -> bool:
         """Whether `line` may have the indentation `ind`."""
         allowed = None if self._ind is None else self._ind.get(line.strip(_WS))
@@ -346,9 +374,10 @@ class LineSet:
                 if first and ind is not None:  # the line it completes keeps its indentation
                     plain = [t for t in plain if self._fits(first, ind + ix.head_ws.get(t, b""))]
                     other = [t for t in other if self._fits(first, ind + ix.head_ws.get(t, b""))]
-                ids.update(t for t in plain if ix.blank_lines[t] <= more and (
+                ids.update(self._merged([t for t in plain if ix.blank_lines[t] <= more and (
                     t not in ix.indents or self._indent_ok(
-                        after, spent, nxt, gap + ix.blank_lines[t], ix.indents[t])))
+                        after, spent, nxt, gap + ix.blank_lines[t], ix.indents[t]))],
+                    after, spent, nxt, gap))
                 ids.update(t for t in other if self._rest_ok(t, after, spent, nxt, gap))
             if regime or not ids:  # (no line, blank or not, left to write: a dead end stops)
                 ids.update(ix.control)
@@ -367,11 +396,13 @@ class LineSet:
             after = self._tail(ln, spent, order, blanks)
             nxt = self._step(order, ln.strip(_WS), blanks)
             more = self._room(nxt, 0)
-            ids.update(t for t in ends if (self._blank_pad or t not in ix.padded) and (
-                self._rest_ok(t, after, spent, nxt, 0) if t in self._rests
-                else ix.blank_lines[t] <= more and (
+            ok = [t for t in ends if self._blank_pad or t not in ix.padded]
+            ids.update(t for t in ok if t in self._rests and self._rest_ok(t, after, spent, nxt, 0))
+            ids.update(self._merged([t for t in ok if t not in self._rests and (
+                ix.blank_lines[t] <= more and (
                     t not in ix.indents
-                    or self._indent_ok(after, spent, nxt, ix.blank_lines[t], ix.indents[t]))))
+                    or self._indent_ok(after, spent, nxt, ix.blank_lines[t], ix.indents[t])))],
+                after, spent, nxt, 0))
         if key in cands and self._tail(key, spent, order, blanks):  # the end may follow
             ids.update(ix.control)
         return Only(_sorted_ids(ids))

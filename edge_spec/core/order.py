@@ -135,6 +135,7 @@ class LineOrder:
         self.keys = frozenset(self.lines) | self._shown  # every line it may allow
         self._barred: dict[tuple[OrderState, int], frozenset[bytes]] = {}
         self._skips: dict[tuple[int, int], frozenset[int]] = {}
+        self._flowing: dict[tuple[OrderState, int], frozenset[bytes]] = {}
 
     def step(self, state: OrderState, key: bytes, blanks: int = 0) -> OrderState:
         """The state after the answer writes the (stripped, non-blank) line `key` after
@@ -217,7 +218,20 @@ class LineOrder:
             got = self._barred[(state, blanks)] = self.keys - self._reached(state, blanks)
         return got
 
-    def _reached(self, state: OrderState, blanks: int) -> set[bytes]:
+    def flowing(self, state: OrderState, blanks: int) -> frozenset[bytes]:
+        """The lines the answer may write next, after `blanks` blank lines, other than a hunk
+        begun anew: a copy, the hunk going on, a skip. (A hunk's first line may be written from
+        any reading, so it says nothing about the blank lines the answer owes here.)"""
+        if state.pos is None:
+            return self.keys
+        got = self._flowing.get((state, blanks))
+        if got is None:
+            if len(self._flowing) > 4096:
+                self._flowing.clear()
+            got = self._flowing[(state, blanks)] = frozenset(self._reached(state, blanks, False))
+        return got
+
+    def _reached(self, state: OrderState, blanks: int, starts: bool = True) -> set[bytes]:
         assert state.pos is not None
         pinned = [(p, k) for p, k in state.pos if not k and p in self._pins]
         free = [r for r in state.pos if r not in pinned]
@@ -232,7 +246,7 @@ class LineOrder:
                   if p + 1 < len(lines) and blanks >= self._gap[p + 1])
         # New code (a skip onto a shown line is one too), unless a sure placement reads it
         # as context: then only a copy or a skip writes it, so step to see.
-        hunk = set(self._starts)
+        hunk = set(self._starts) if starts else set()
         hunk.update(k for k, gap in self._follows.get(state.last, {}).items() if blanks >= gap)
         free_state = OrderState(frozenset(free), state.last)
         ok.update(k for k in hunk if k in ok or not self._context
