@@ -77,8 +77,9 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer
                 and items[i][0] == orig[p] and (p + 1 == len(orig) or orig[p + 1] != items[i + 1][0]):
             pins.setdefault(p, (items[i + 1][0], sgap[i + 1]))
     context = {onum[o] for o, _ in aligned if o in onum}
-    read = {snum[sn] for _, sn in aligned if sn in snum}
-    # Lines the snippet shows only as context: where a copy of that context is read, not new code.
+    read = {snum[sn] for o, sn in aligned if sn in snum and o in onum
+            and raw[onum[o]].rstrip(b" \t") == snippet[sn][0].rstrip(b" \t")}
+    # Lines the snippet shows only as context: never new code.
     only_context = {k for i, (k, _) in enumerate(items) if i in read} - {
         k for i, (k, m) in enumerate(items) if not m and i not in read}
     ans = _keys(answer)
@@ -119,13 +120,12 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer
                 continue  # a hunk's context line: the hunk goes on, spaced as the snippet is
             if insert_ok(key, last, blanks):
                 same = k >= 0 and p + k + 1 < len(orig) and orig[p + k + 1] == key
-                if not same or p + k + 1 not in context:  # a context line is no new code
+                if (same and p + k + 1 not in context) or (  # a context line is no new code
+                        not same and key not in only_context):
                     out.add((p, k + 1 if same else -1))
             out.update((j, 0) for j in range(p + 1, len(orig)) if orig[j] == key
                        and ((j == p + 1 and blanks >= ogap[j])
                             or (j > p + 1 and skip_ok(p, k, j, last, blanks))))
-        if key in only_context and any(k == 0 and p in context for p, k in out):
-            out = {(p, k) for p, k in out if k >= 0}
         return frozenset(out)
 
     ok = all(finals(i) for i in range(len(ans) + 1))

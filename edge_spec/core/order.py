@@ -32,8 +32,8 @@ Where a sure placement of a hunk (`aligned`, from the structural merge) reads an
 as the hunk's context, a merged file goes on from that line with the hunk: the copy of it is
 pinned to the snippet's next line, after the snippet's own blank lines there, and the line is
 never new code (written again as the hunk while the original's copy is still ahead); a line
-the snippet shows only as such context, written where a copy of it can be read, is that copy
-and no new code (from which the answer could skip on, past the original's spacing). Where a
+the snippet shows only as such context is never new code at all (from which the answer could
+skip on, past the original's spacing, or write the hunk again further on). Where a
 sure placement inserts a hunk's first lines after an original line (`follows`), that line's
 copy is pinned to them in the same way.
 
@@ -125,10 +125,12 @@ class LineOrder:
                 self._pins[at] = (then, space)
         # Original lines a sure placement reads as context: never new code written again.
         self._context = frozenset(onum[o] for o, _ in aligned if o in onum)
-        # Snippet lines that are context wherever the snippet shows them: written where a
-        # copy of that context can be read, they are that copy and not new code (which
-        # would let the answer skip on from them, past the original's spacing).
-        read = {snum[s] for _, s in aligned if s in snum}
+        # Snippet lines that are context wherever the snippet shows them: a merged file
+        # writes them only as copies, never as new code (from which the answer could skip on,
+        # past the original's spacing, or start the hunk again further on).
+        # (Context at its own indentation: a line moved into a new block is new code there.)
+        read = {snum[s] for o, s in aligned if s in snum and o in onum
+                and raw[onum[o]][0].rstrip(_WS) == marked[snum[s]][0].rstrip(_WS)}
         self._only_context = (frozenset(key for i, (key, _) in enumerate(items) if i in read)
                               - frozenset(key for i, (key, marker) in enumerate(items)
                                           if not marker and i not in read))
@@ -151,7 +153,8 @@ class LineOrder:
         if resumes or key in self._starts:
             for p, k in pos:
                 n = _wrote(lines, p, k, key)
-                if n < 0 or p + n not in self._context:
+                if (n < 0 and key not in self._only_context) or (
+                        n >= 0 and p + n not in self._context):
                     new.add((p, n))
         at = self._at.get(key, ())
         new.update((p + 1, 0) for p, _ in pos
@@ -167,8 +170,6 @@ class LineOrder:
                     past = self._past(p, state.last)
                     new.update((j, 0) for j in self._skips_from(p, wide)
                                if lines[j] == key and j <= past)
-        if key in self._only_context and any(not k and p in self._context for p, k in new):
-            new = {(p, k) for p, k in new if k >= 0}
         return OrderState(frozenset(new) if new else None, key)
 
     def _resume_from(self, pos: Iterable[Reading]) -> int | None:
