@@ -82,15 +82,23 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer
     # Lines the snippet shows only as context: never new code.
     only_context = {k for i, (k, _) in enumerate(items) if i in read} - {
         k for i, (k, m) in enumerate(items) if not m and i not in read}
+    # Lines shown only in hunks some context line of which a sure placement reads.
+    hunk_of = [sum(m for _, m in items[:i + 1]) for i in range(len(items))]
+    sure_hunks = {hunk_of[i] for i in read}
+    sure = {k for i, (k, _) in enumerate(items) if hunk_of[i] in sure_hunks} - {
+        k for i, (k, m) in enumerate(items) if not m and hunk_of[i] not in sure_hunks}
     ans = _keys(answer)
 
     def goes_on(i: int, last: bytes, blanks: int) -> bool:
         """Snippet line i follows `last` in a hunk, with at least its blank lines before it."""
         return i > 0 and not items[i - 1][1] and items[i - 1][0] == last and blanks >= sgap[i]
 
-    def insert_ok(key: bytes, last: bytes, blanks: int) -> bool:
-        return any(k == key and not m and (i == 0 or items[i - 1][1] or goes_on(i, last, blanks))
+    def start_ok(key: bytes) -> bool:
+        return any(k == key and not m and (i == 0 or items[i - 1][1])
                    for i, (k, m) in enumerate(items))
+
+    def on_ok(key: bytes, last: bytes, blanks: int) -> bool:
+        return any(k == key and not m and goes_on(i, last, blanks) for i, (k, m) in enumerate(items))
 
     def past(p: int, last: bytes) -> int:
         return next((j + 1 for j in range(p + 1, len(orig))
@@ -100,7 +108,8 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer
         if orig[j] in shown:
             resumes = any(key == orig[j] and goes_on(i, last, blanks)
                           for i, (key, m) in enumerate(items) if not m)
-            return resumes and (k != 0 or (p >= 0 and orig[p] in shown))
+            return resumes and (k != 0 or (p >= 0 and orig[p] in shown)) and (
+                orig[j] not in only_context or j in context)
         if last not in wide or p < 0 or k >= 0 or j > past(p, last):
             return False
         skipped = [_depth(raw[x]) for x in range(p + 1, j)]
@@ -118,10 +127,11 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer
         for p, k in finals(i - 1):
             if k == 0 and p in pins and pins[p] != (key, blanks):
                 continue  # a hunk's context line: the hunk goes on, spaced as the snippet is
-            if insert_ok(key, last, blanks):
+            # A sure hunk goes on from the copy of its own context line, not another copy.
+            here = k != 0 or last not in sure or p in context
+            if key not in only_context and (start_ok(key) or (on_ok(key, last, blanks) and here)):
                 same = k >= 0 and p + k + 1 < len(orig) and orig[p + k + 1] == key
-                if (same and p + k + 1 not in context) or (  # a context line is no new code
-                        not same and key not in only_context):
+                if not same or p + k + 1 not in context:  # a context line is no new code
                     out.add((p, k + 1 if same else -1))
             out.update((j, 0) for j in range(p + 1, len(orig)) if orig[j] == key
                        and ((j == p + 1 and blanks >= ogap[j])

@@ -33,7 +33,9 @@ as the hunk's context, a merged file goes on from that line with the hunk: the c
 pinned to the snippet's next line, after the snippet's own blank lines there, and the line is
 never new code (written again as the hunk while the original's copy is still ahead); a line
 the snippet shows only as such context is never new code at all (from which the answer could
-skip on, past the original's spacing, or write the hunk again further on). Where a
+skip on, past the original's spacing, or write the hunk again further on), and the hunk goes
+on after it only from the copy of the original line it stands for, and a skip onto it lands
+there. Where a
 sure placement inserts a hunk's first lines after an original line (`follows`), that line's
 copy is pinned to them in the same way.
 
@@ -134,6 +136,17 @@ class LineOrder:
         self._only_context = (frozenset(key for i, (key, _) in enumerate(items) if i in read)
                               - frozenset(key for i, (key, marker) in enumerate(items)
                                           if not marker and i not in read))
+        # Lines the snippet shows only in hunks a sure placement reads (some line of the hunk
+        # is context): such a hunk goes on only where it is placed.
+        sure, hunk_of, n = set(), [], 0
+        for i, (_, marker) in enumerate(items):
+            n += marker
+            hunk_of.append(n)
+            if i in read:
+                sure.add(n)
+        self._sure = (frozenset(key for i, (key, m) in enumerate(items) if hunk_of[i] in sure)
+                      - frozenset(key for i, (key, m) in enumerate(items)
+                                  if not m and hunk_of[i] not in sure))
         self.keys = frozenset(self.lines) | self._shown  # every line it may allow
         self._barred: dict[tuple[OrderState, int], frozenset[bytes]] = {}
         self._skips: dict[tuple[int, int], frozenset[int]] = {}
@@ -151,18 +164,22 @@ class LineOrder:
         resumes = gap is not None and blanks >= gap  # the hunk goes on with `key`
         lines, gaps = self.lines, self._gap
         if resumes or key in self._starts:
+            # A sure hunk goes on from the copy of its own context line, not another copy.
+            elsewhere = key not in self._starts and state.last in self._sure
             for p, k in pos:
+                if key in self._only_context or (elsewhere and not k and p not in self._context):
+                    continue
                 n = _wrote(lines, p, k, key)
-                if (n < 0 and key not in self._only_context) or (
-                        n >= 0 and p + n not in self._context):
+                if n < 0 or p + n not in self._context:
                     new.add((p, n))
         at = self._at.get(key, ())
         new.update((p + 1, 0) for p, _ in pos
                    if p + 1 < len(lines) and lines[p + 1] == key and blanks >= gaps[p + 1])
         if at and key in self._shown:
             lo = self._resume_from(pos) if resumes else None
-            if lo is not None:
-                new.update((j, 0) for j in at if j > lo + 1)
+            if lo is not None:  # (onto a sure hunk's context: the line it stands for)
+                only = key in self._only_context
+                new.update((j, 0) for j in at if j > lo + 1 and (not only or j in self._context))
         elif at and state.last in self._hunk_ends:
             wide = self._hunk_ends[state.last]
             for p, k in pos:
