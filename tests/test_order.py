@@ -429,3 +429,23 @@ def test_a_sure_hunks_context_line_is_a_copy_and_keeps_the_spacing_after_it() ->
     assert _walk(free, tight) == (True, True)
     assert _walk(order, tight) == (False, False)
     assert _walk(order, [ln.encode() for ln in merge.text.split("\n")]) == (True, True)
+
+
+def test_a_sure_hunk_goes_on_only_where_it_stands() -> None:
+    # `@pytest.mark.parametrize(` opens many tests. The hunk's new one follows the line it
+    # stands on (`click.style(...)`), so an earlier copy of it may not go on with the hunk.
+    original = ("@pytest.mark.parametrize(\n    \"value\",\n    [1],\n)\ndef test_a(value):\n"
+                "    click.style(value)\n\n\n@pytest.mark.parametrize((\"t\", \"e\"), [1])\n"
+                "def test_b(t, e):\n    assert t == e\n")
+    update = ("# ... existing code ...\n    click.style(value)\n\n\n@pytest.mark.parametrize(\n"
+              "    (\"t\", \"e\"),\n    [1],\n)\ndef test_b(t, e):\n    assert t == e\n")
+    merge = structural_merge(original, update, "python")
+    assert merge.exact and merge.text.count("@pytest.mark.parametrize(\n") == 2
+    snippet = [(ln.encode(), ln.startswith("# ...")) for ln in update.split("\n")]
+    order = LineOrder([ln.encode() for ln in original.split("\n")], snippet,
+                      context_pairs(original, update, merge))
+    free = LineOrder([ln.encode() for ln in original.split("\n")], snippet)
+    early = [b"@pytest.mark.parametrize(", b'    ("t", "e"),', b"    [1],", b")",
+             b"def test_b(t, e):", b"    assert t == e"]
+    assert _walk(free, early)[0] and not _walk(order, early)[0]
+    assert _walk(order, [ln.encode() for ln in merge.text.split("\n")]) == (True, True)
