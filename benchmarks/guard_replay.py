@@ -6,10 +6,11 @@ For each task (the first record per task wins, as in `model_accuracy.py`) it bui
 apply plan with today's code and feeds the record's own `output_ids` through the plan's guard,
 token by token: a token the guard bans means greedy decoding under today's guard would not
 write that answer, so the record must be re-run before it is quoted with
-today's guard. Replaying the ids matters: re-tokenizing the answer's text splits runs of blanks
-differently and misses some. (Passing is necessary, not sufficient: a guard that also allows
-more than the one that wrote the answer may pick another token; check that separately, or
-re-run.)
+today's guard. So must a record that passes a state where the order lets go (a dead end,
+`LineSet.dead_end`): there today's guard allows more than the order did. Replaying the ids
+matters: re-tokenizing the answer's text splits runs of blanks differently and misses some.
+(Passing is necessary, not sufficient: a guard that also allows more elsewhere than the one
+that wrote the answer may pick another token; check that separately, or re-run.)
 """
 
 from __future__ import annotations
@@ -36,10 +37,15 @@ def replay(rt: LlamaCppRuntime, task: dict[str, Any], rec: dict[str, Any]) -> st
     if guard is None:
         return ""
     state = guard_state(guard, rt, plan.tokens)
+    let_go = getattr(guard, "dead_end", None)
     for n, tok in enumerate(rec["output_ids"]):
         mask = guard.banned(state)
         if isinstance(mask, Only) and mask.ids.size and tok not in set(mask.ids.tolist()):
             return f"token {n} ({rt.token_bytes(tok)!r}) banned after {state.ctx[-40:]!r}"
+        if let_go is not None and let_go(state):
+            # The order lets go here: today's guard allows more than it may have, so greedy
+            # decoding may pick another token.
+            return f"token {n}: the order lets go after {state.ctx[-40:]!r}"
         state = guard.advance(state, rt.token_bytes(tok))
     return ""
 
