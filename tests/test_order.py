@@ -82,6 +82,8 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer
     # Lines the snippet shows only as context: never new code.
     only_context = {k for i, (k, _) in enumerate(items) if i in read} - {
         k for i, (k, m) in enumerate(items) if not m and i not in read}
+    ctx_of = {snum[sn]: onum[o] for o, sn in aligned if sn in snum and snum[sn] in read}
+    next_of = {p: {ctx_of[i + 1]} if i + 1 in ctx_of else set() for i, p in ctx_of.items()}
     # Lines shown only in hunks some context line of which a sure placement reads.
     hunk_of = [sum(m for _, m in items[:i + 1]) for i in range(len(items))]
     sure_hunks = {hunk_of[i] for i in read}
@@ -93,8 +95,8 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer
         """Snippet line i follows `last` in a hunk, with at least its blank lines before it."""
         return i > 0 and not items[i - 1][1] and items[i - 1][0] == last and blanks >= sgap[i]
 
-    def start_ok(key: bytes) -> bool:
-        return any(k == key and not m and (i == 0 or items[i - 1][1])
+    def start_ok(key: bytes) -> bool:  # (a sure hunk that opens with context: as its copy)
+        return any(k == key and not m and (i == 0 or items[i - 1][1]) and i not in read
                    for i, (k, m) in enumerate(items))
 
     def on_ok(key: bytes, last: bytes, blanks: int) -> bool:
@@ -108,7 +110,10 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer
         if orig[j] in shown:
             resumes = any(key == orig[j] and goes_on(i, last, blanks)
                           for i, (key, m) in enumerate(items) if not m)
-            return resumes and (k != 0 or (p >= 0 and orig[p] in shown)) and (
+            here = k != 0 or last not in sure or p in context  # (as for new code below)
+            if k == 0 and p in next_of:  # from a sure hunk's context: where its next line is
+                return resumes and j in next_of[p]
+            return resumes and here and (k != 0 or (p >= 0 and orig[p] in shown)) and (
                 orig[j] not in only_context or j in context)
         if last not in wide or p < 0 or k >= 0 or j > past(p, last):
             return False

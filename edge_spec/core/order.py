@@ -34,8 +34,8 @@ pinned to the snippet's next line, after the snippet's own blank lines there, an
 never new code (written again as the hunk while the original's copy is still ahead); a line
 the snippet shows only as such context is never new code at all (from which the answer could
 skip on, past the original's spacing, or write the hunk again further on), and the hunk goes
-on after it only from the copy of the original line it stands for, and a skip onto it lands
-there. Where a
+on after it only from the copy of the original line it stands for; a skip onto it lands
+there, and a skip from it lands on the line the hunk's next line stands for. Where a
 sure placement inserts a hunk's first lines after an original line (`follows`), that line's
 copy is pinned to them in the same way.
 
@@ -96,7 +96,14 @@ class LineOrder:
         self._hunk_ends: dict[bytes, int] = {}
         self._end_depth: dict[bytes, int] = {}
         hunk: list[bytes] = []
-        self._starts: set[bytes] = set()  # lines that open a hunk somewhere
+        aligned = list(aligned)
+        # Snippet lines a sure placement reads as context (at their own indentation: a line
+        # moved into a new block is new code there).
+        read = {snum[s] for o, s in aligned if s in snum and o in onum
+                and raw[onum[o]][0].rstrip(_WS) == marked[snum[s]][0].rstrip(_WS)}
+        # Lines that open a hunk somewhere, as new code: a sure hunk that opens with context
+        # opens as the copy of it.
+        self._starts: set[bytes] = set()
         # line -> the lines right after it in a hunk, each with the fewest blank lines between
         self._follows: dict[bytes, dict[bytes, int]] = {}
         for i, (key, marker) in enumerate(items):
@@ -105,7 +112,8 @@ class LineOrder:
                 continue
             hunk.append(marked[i][0])
             if i == 0 or items[i - 1][1]:
-                self._starts.add(key)
+                if i not in read:
+                    self._starts.add(key)
             else:
                 nxt = self._follows.setdefault(items[i - 1][0], {})
                 nxt[key] = min(gaps[i], nxt.get(key, gaps[i]))
@@ -114,7 +122,6 @@ class LineOrder:
                 wide = sum(_depth(ln) == base for ln in hunk)
                 self._hunk_ends[key] = max(wide, self._hunk_ends.get(key, 0))
                 self._end_depth.setdefault(key, _depth(marked[i][0]))
-        aligned = list(aligned)
         self._pins = _pins(self.lines, items, gaps, onum, snum, aligned)
         # Where a sure placement puts a hunk's first lines before an original line (`follows`:
         # the original line before them, the line a merged file writes next, the blank lines
@@ -130,9 +137,11 @@ class LineOrder:
         # Snippet lines that are context wherever the snippet shows them: a merged file
         # writes them only as copies, never as new code (from which the answer could skip on,
         # past the original's spacing, or start the hunk again further on).
-        # (Context at its own indentation: a line moved into a new block is new code there.)
-        read = {snum[s] for o, s in aligned if s in snum and o in onum
-                and raw[onum[o]][0].rstrip(_WS) == marked[snum[s]][0].rstrip(_WS)}
+        # A sure hunk's context line -> the original line its hunk's next line stands for
+        # (none: the hunk goes on with new code, or ends): a skip from its copy lands there.
+        ctx_of = {snum[s]: onum[o] for o, s in aligned if s in snum and snum[s] in read}
+        self._next_of = {p: frozenset({ctx_of[i + 1]} if i + 1 in ctx_of else ())
+                         for i, p in ctx_of.items()}
         self._only_context = (frozenset(key for i, (key, _) in enumerate(items) if i in read)
                               - frozenset(key for i, (key, marker) in enumerate(items)
                                           if not marker and i not in read))
@@ -163,11 +172,12 @@ class LineOrder:
         gap = self._follows.get(state.last, {}).get(key)
         resumes = gap is not None and blanks >= gap  # the hunk goes on with `key`
         lines, gaps = self.lines, self._gap
+        # A sure hunk goes on from the copy of its own context line, not another copy.
+        going = pos if state.last not in self._sure else [
+            (p, k) for p, k in pos if k or p in self._context]
         if resumes or key in self._starts:
-            # A sure hunk goes on from the copy of its own context line, not another copy.
-            elsewhere = key not in self._starts and state.last in self._sure
-            for p, k in pos:
-                if key in self._only_context or (elsewhere and not k and p not in self._context):
+            for p, k in pos if key in self._starts else going:
+                if key in self._only_context:
                     continue
                 n = _wrote(lines, p, k, key)
                 if n < 0 or p + n not in self._context:
@@ -176,7 +186,11 @@ class LineOrder:
         new.update((p + 1, 0) for p, _ in pos
                    if p + 1 < len(lines) and lines[p + 1] == key and blanks >= gaps[p + 1])
         if at and key in self._shown:
-            lo = self._resume_from(pos) if resumes else None
+            fixed = [p for p, k in going if not k and p in self._next_of] if resumes else []
+            for p in fixed:  # (from a sure hunk's context: where its next line stands)
+                new.update((j, 0) for j in self._next_of[p] if j > p + 1 and lines[j] == key)
+            lo = self._resume_from(r for r in going if r[1] or r[0] not in self._next_of) \
+                if resumes else None
             if lo is not None:  # (onto a sure hunk's context: the line it stands for)
                 only = key in self._only_context
                 new.update((j, 0) for j in at if j > lo + 1 and (not only or j in self._context))
