@@ -316,3 +316,14 @@ def test_a_line_ends_with_the_newlines_the_next_line_needs_in_one_token() -> Non
     # Right after `y` no blank line is owed: "y\n" stays.
     walk = ls.advance(ls.advance(ls.start(b"```\n"), b"x\n\n\n"), b"y")
     assert 4 in set(ls.banned(walk).ids.tolist())
+
+
+def test_after_the_last_line_only_the_blank_lines_the_original_ends_with() -> None:
+    # After the original's last line only the end is left: "x\n" then the fence, not a blank
+    # line first. A file that ends with a blank line keeps it.
+    vocab = [b"", b"a", b"x", b"\n", b"\n\n", b"x\n", b"x\n\n", b"```"]
+    index = VocabIndex(lambda t: vocab[t], len(vocab))
+    for original, want in (([b"a", b"x", b""], 5), ([b"a", b"x", b"", b""], 6)):
+        ls = LineSet(index, original, [b"```"], order=LineOrder(original, []), spill=2)
+        allowed = set(ls.banned(ls.advance(ls.start(b"```\n"), b"a\n")).ids.tolist())
+        assert allowed & {5, 6} == {want}

@@ -225,10 +225,25 @@ class LineSet:
         runs = {ix.blank_lines[t] for t in tids if t not in ix.indents}
         if len(runs) < 2:
             return tids
+        if regime and self._at_end(spent, order, blanks, max(runs)):
+            # Only the end is left: with the blank lines the original ends with, no more.
+            assert self._order is not None
+            end = [t for t in tids if t in ix.indents
+                   or blanks + ix.blank_lines[t] == self._order.tail_blanks]
+            return end if any(t not in ix.indents for t in end) else tids
         need = next((b for b in range(max(runs) + self._blank_cap)
                      if not self._blanks_only(regime, spent, order, blanks + b)), 0)
         best = max((b for b in runs if b <= need), default=0)
         return [t for t in tids if t in ix.indents or ix.blank_lines[t] >= best]
+
+    def _at_end(self, spent: frozenset[bytes], order: OrderState | None, blanks: int,
+                most: int) -> bool:
+        """Whether no line may follow (a hunk begun anew aside) after any of the next `most`
+        blank lines: the original's last line is written and only the end is left."""
+        if order is None or self._order is None or order.pos is None or self._dead_end(
+                spent, order):
+            return False
+        return not any(self._order.flowing(order, blanks + b) - spent for b in range(most + 1))
 
     def _blanks_only(self, regime: bool, spent: frozenset[bytes], order: OrderState | None,
                      blanks: int) -> bool:

@@ -76,7 +76,11 @@ class LineOrder:
     def __init__(self, original: Iterable[bytes], snippet: Iterable[tuple[bytes, bool]],
                  aligned: Iterable[tuple[int, int]] = (),
                  follows: Iterable[tuple[int, bytes, int]] = ()) -> None:
+        original = list(original)
         raw, self._gap, onum = _runs((ln, False) for ln in original)
+        # Blank lines the original ends with (its final newline is its last line's own).
+        tail = len(original) - 1 - max(onum, default=-1)
+        self.tail_blanks = max(0, tail - 1)
         if self._gap:
             # Blank lines that open the file are not asked for: a model that leaves them out
             # and is barred from its first line starts somewhere else entirely.
