@@ -236,14 +236,21 @@ class LineSet:
         best = max((b for b in runs if b <= need), default=0)
         return [t for t in tids if t in ix.indents or ix.blank_lines[t] >= best]
 
-    def _at_end(self, spent: frozenset[bytes], order: OrderState | None, blanks: int,
-                most: int) -> bool:
-        """Whether no line may follow (a hunk begun anew aside) after any of the next `most`
-        blank lines: the original's last line is written and only the end is left."""
+    def _flows(self, spent: frozenset[bytes], order: OrderState | None,
+               blanks: int) -> frozenset[bytes] | None:
+        """The lines the order lets come after `blanks` blank lines, a hunk begun anew aside
+        (`LineOrder.flowing`), less the spent ones; None where the order does not say."""
         if order is None or self._order is None or order.pos is None or self._dead_end(
                 spent, order):
-            return False
-        return not any(self._order.flowing(order, blanks + b) - spent for b in range(most + 1))
+            return None
+        return self._order.flowing(order, blanks) - spent
+
+    def _at_end(self, spent: frozenset[bytes], order: OrderState | None, blanks: int,
+                most: int) -> bool:
+        """Whether no line may follow after any of the next `most` blank lines: the
+        original's last line is written and only the end is left."""
+        flows = [self._flows(spent, order, blanks + b) for b in range(most + 1)]
+        return all(got is not None and not got for got in flows)
 
     def _blanks_only(self, regime: bool, spent: frozenset[bytes], order: OrderState | None,
                      blanks: int) -> bool:
@@ -253,9 +260,8 @@ class LineSet:
             return False
         if order is None or self._order is None:
             return self._stripped[False] <= spent
-        if order.pos is None or self._dead_end(spent, order):
-            return False
-        return self._order.flowing(order, blanks) <= spent
+        got = self._flows(spent, order, blanks)
+        return got is not None and not got
 
     def _fits(self, line: bytes, ind: bytes) -> bool:
         """Whether `line` may have the indentation `ind`."""

@@ -138,14 +138,14 @@ class LineOrder:
                 self._pins[at] = (then, space)
         # Original lines a sure placement reads as context: never new code written again.
         self._context = frozenset(onum[o] for o, _ in aligned if o in onum)
-        # Snippet lines that are context wherever the snippet shows them: a merged file
-        # writes them only as copies, never as new code (from which the answer could skip on,
-        # past the original's spacing, or start the hunk again further on).
         # A sure hunk's context line -> the original line its hunk's next line stands for
         # (none: the hunk goes on with new code, or ends): a skip from its copy lands there.
         ctx_of = {snum[s]: onum[o] for o, s in aligned if s in snum and snum[s] in read}
         self._next_of = {p: frozenset({ctx_of[i + 1]} if i + 1 in ctx_of else ())
                          for i, p in ctx_of.items()}
+        # Snippet lines that are context wherever the snippet shows them: a merged file
+        # writes them only as copies, never as new code (from which the answer could skip on,
+        # past the original's spacing, or start the hunk again further on).
         self._only_context = (frozenset(key for i, (key, _) in enumerate(items) if i in read)
                               - frozenset(key for i, (key, marker) in enumerate(items)
                                           if not marker and i not in read))
@@ -179,10 +179,8 @@ class LineOrder:
         # A sure hunk goes on from the copy of its own context line, not another copy.
         going = pos if state.last not in self._sure else [
             (p, k) for p, k in pos if k or p in self._context]
-        if resumes or key in self._starts:
+        if (resumes or key in self._starts) and key not in self._only_context:
             for p, k in pos if key in self._starts else going:
-                if key in self._only_context:
-                    continue
                 n = _wrote(lines, p, k, key)
                 if n < 0 or p + n not in self._context:
                     new.add((p, n))
