@@ -10,13 +10,15 @@ and the adaptive controller run `--repeats` times; the medians are printed with 
 
   setup       drafter.begin (indexing the prompt and references; once per request)
   draft       drafter.propose + drafter.observe
-  argmax      the host-side greedy verify (argmax row by row of 151,936 floats, to the first miss)
+  argmax      the host-side greedy verify (argmax row by row of 151,936 floats, to the first miss;
+              a long unmasked walk in row blocks over `--argmax-threads`, as llama.cpp's runtime)
   controller  policy select/observe, less the drafter's share
   text        TextStream push/flush (detokenization, stop strings)
   other       the rest: the loop body, Stats, list bookkeeping
 
 Usage: python benchmarks/loop_overhead.py [--tokens 2048] [--ks 8,32,128] [--json]
-       [--edit-every 64] [--profile 128]   (cProfile of one run at that k; 0: adaptive)
+       [--edit-every 64] [--argmax-threads N] [--profile 128]   (cProfile of one run at that
+       k; 0: adaptive)
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import contextlib
 import cProfile
 import io
 import json
+import os
 import pstats
 import statistics
 import string
@@ -44,7 +47,7 @@ from edge_spec.core.loop import GenConfig, generate
 from edge_spec.core.textstream import TextStream
 from edge_spec.core.types import Draft, Drafter, Reference
 from edge_spec.drafters.reference import ReferenceDrafter
-from edge_spec.runtimes.base import host_greedy
+from edge_spec.runtimes.base import ArgmaxPool, host_greedy
 
 VOCAB = 151_936  # the demo target's (Qwen2.5) output layer
 EOS = VOCAB - 1
@@ -68,7 +71,7 @@ class PoolRuntime:
     path = None
 
     def __init__(self, prompt: Sequence[int], output: Sequence[int], rows: int,
-                 seed: int = 0) -> None:
+                 seed: int = 0, argmax_threads: int = 1) -> None:
         rng = np.random.default_rng(seed)
         self.n_vocab, self.n_ctx, self.n_batch = VOCAB, 1 << 20, 1 << 20
         self._buf = rng.random((rows, VOCAB), dtype=np.float32)
@@ -80,6 +83,7 @@ class PoolRuntime:
         self._pieces = [_word(t).encode() for t in range(VOCAB - 1)] + [b""]
         self.busy_ms = 0.0
         self.buckets: Buckets | None = None  # set by an instrumented run
+        self.argmax = ArgmaxPool(argmax_threads)  # as LlamaCppRuntime's, from its threads
 
     @property
     def n_tokens(self) -> int:
@@ -114,7 +118,7 @@ class PoolRuntime:
         runtime (timed as runtime), the argmax over them is loop work (timed as "argmax")."""
         rows = self.eval(tokens, rows=range(len(tokens)))
         t0 = time.perf_counter()
-        ids = host_greedy(rows, tokens[1:], banned)
+        ids = host_greedy(rows, tokens[1:], banned, self.argmax)
         if self.buckets is not None:
             self.buckets.ms["argmax"] += (time.perf_counter() - t0) * 1e3
         return ids
@@ -277,7 +281,8 @@ PARTS = ("setup", "draft", "argmax", "controller", "text", "other")
 
 def measure(ks: Sequence[int | None], args: argparse.Namespace) -> list[dict[str, Any]]:
     task = make_task(args.tokens, args.edit_every, args.seed)
-    rt = PoolRuntime(task[0], task[1], rows=max(k or 128 for k in ks) + 1, seed=args.seed)
+    rt = PoolRuntime(task[0], task[1], rows=max(k or 128 for k in ks) + 1, seed=args.seed,
+                     argmax_threads=args.argmax_threads)
     rows = []
     for k in ks:
         run_once(k, task, rt)  # warm-up: page in the buffer, fill caches
@@ -302,7 +307,8 @@ def measure(ks: Sequence[int | None], args: argparse.Namespace) -> list[dict[str
 def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(f"loop overhead, {args.tokens}-token copy of a reference"
           f"{f', an edit every {args.edit_every} tokens' if args.edit_every else ''}; "
-          f"median of {args.repeats}; vocabulary {VOCAB}; microseconds per output token")
+          f"median of {args.repeats}; vocabulary {VOCAB}; argmax threads {args.argmax_threads}; "
+          "microseconds per output token")
     print("total: uninstrumented run; the parts: an instrumented run (they add up to 'timed')")
     head = ["mode", "tok/step", "total", "us/step", "timed", *PARTS]
     print("".join(f"{h:>11}" for h in head))
@@ -316,7 +322,8 @@ def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
 def profile_one(k: int | None, args: argparse.Namespace) -> str:
     """cProfile of one generation at fixed k (None: adaptive): the top functions by own time."""
     task = make_task(args.tokens, args.edit_every, args.seed)
-    rt = PoolRuntime(task[0], task[1], rows=(k or 128) + 1, seed=args.seed)
+    rt = PoolRuntime(task[0], task[1], rows=(k or 128) + 1, seed=args.seed,
+                     argmax_threads=args.argmax_threads)
     run_once(k, task, rt)
     prof = cProfile.Profile()
     prof.enable()
@@ -335,6 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--edit-every", type=int, default=0, help="plant a substitution every N")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--argmax-threads", type=int, default=os.cpu_count() or 1,
+                   help="threads of the host argmax, as llama.cpp's `threads` (default: all)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--profile", type=int, default=-1, metavar="K",
                    help="cProfile one run at fixed K (0: the adaptive controller)")
@@ -348,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ks.append(None)
     rows = measure(ks, args)
     doc = {"tokens": args.tokens, "edit_every": args.edit_every, "repeats": args.repeats,
-           "vocab": VOCAB, "rows": rows}
+           "vocab": VOCAB, "argmax_threads": args.argmax_threads, "rows": rows}
     if args.out:
         Path(args.out).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     if args.json:

@@ -68,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{tid:28} " + " ".join(f"{sp.get(p) or 0:10.2f}" for p in a.policies.split(",")))
     print(f"{'median':28} " + " ".join(f"{summary[p]['median']:10.2f}" for p in a.policies.split(",")))
     print(f"{'worst':28} " + " ".join(f"{summary[p]['worst']:10.2f}" for p in a.policies.split(",")))
-    print(f"{'of oracle (median)':28} " + " ".join(f"{summary[p]['of_oracle']:10.2f}" for p in a.policies.split(",")))
+    if "oracle" in summary:  # (the share of the oracle needs the oracle's replay)
+        print(f"{'of oracle (median)':28} " + " ".join(
+            f"{summary[p]['of_oracle']:10.2f}" for p in a.policies.split(",")))
     bad = [p for p, s in summary.items() if not s["same_output"]]
     if bad:
         print(f"warning: replayed output differs from the record for {bad}", file=sys.stderr)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from edge_spec.config.settings import RuntimeSettings
+from edge_spec.config.settings import ARGMAX_ROW_BLOCK, RuntimeSettings
 from edge_spec.errors import UserError
 
 RuntimeOptions = RuntimeSettings  # the settings tree's [runtime] section
@@ -119,9 +120,11 @@ def masked_argmax(row: np.ndarray, ban: RowBan | None) -> int:
     """The argmax of one logits row under its mask (ties go to the lowest id, as unmasked)."""
     if isinstance(ban, Only):
         return int(ban.ids[row[ban.ids].argmax()]) if ban.ids.size else int(row.argmax())
-    if ban is not None and ban.size:
-        row = np.array(row, copy=True)
-        row[ban] = -np.inf
+    best = int(row.argmax())
+    if ban is None or not ban.size or not (ban == best).any():
+        return best  # the first maximum is allowed, so masking the others cannot move it
+    row = np.array(row, copy=True)
+    row[ban] = -np.inf
     return int(row.argmax())
 
 
@@ -141,8 +144,14 @@ def has_only(banned: Banned) -> bool:
     return banned is not None and any(isinstance(b, Only) for b in banned)
 
 
-def host_greedy(logits: np.ndarray, draft: Sequence[int], banned: Banned = None) -> list[int]:
-    """`Runtime.greedy` on host logits rows: argmax row by row, stopping at the first mismatch."""
+def host_greedy(logits: np.ndarray, draft: Sequence[int], banned: Banned = None,
+                pool: ArgmaxPool | None = None) -> list[int]:
+    """`Runtime.greedy` on host logits rows: argmax row by row, stopping at the first mismatch.
+
+    With a `pool`, a long unmasked walk reads blocks of rows on several cores at once.
+    """
+    if banned is None and pool is not None and pool.takes(len(draft) + 1):
+        return pool.walk(logits, draft)
     out: list[int] = []
     for i in range(len(draft) + 1):
         best = masked_argmax(logits[i], None if banned is None else banned[i])
@@ -150,6 +159,56 @@ def host_greedy(logits: np.ndarray, draft: Sequence[int], banned: Banned = None)
         if i == len(draft) or best != draft[i]:
             break
     return out
+
+
+def _block_walk(logits: np.ndarray, draft: Sequence[int], lo: int, hi: int) -> list[int]:
+    """Rows lo..hi-1 of the walk: their argmax up to and including the first miss."""
+    ids = logits[lo:hi].argmax(axis=1).tolist()
+    for j, best in enumerate(ids):
+        if lo + j == len(draft) or best != draft[lo + j]:
+            return ids[:j + 1]
+    return ids
+
+
+class ArgmaxPool:
+    """Idle cores for a long verify's argmax: numpy lets the GIL go while it reads a row block.
+
+    Reading 151,936 float32 logits per row is bound by one core's memory bandwidth, and between
+    two forwards the backend's threads wait, so a wave of blocks (one on the calling thread, one
+    per worker) reads in parallel. A wave ends before the walk returns: a backend may overwrite
+    or move its logits buffer in the next forward.
+    """
+
+    def __init__(self, threads: int, block: int = ARGMAX_ROW_BLOCK) -> None:
+        self.workers = max(0, threads - 1)
+        self.block = max(1, block)
+        self._ex: ThreadPoolExecutor | None = None
+
+    def takes(self, rows: int) -> bool:
+        """Whether a walk of `rows` rows gains from workers (two blocks at least)."""
+        return self.workers > 0 and rows >= 2 * self.block
+
+    def walk(self, logits: np.ndarray, draft: Sequence[int]) -> list[int]:
+        """`host_greedy` without masks, wave by wave."""
+        if self._ex is None:
+            self._ex = ThreadPoolExecutor(self.workers, thread_name_prefix="edge-spec-argmax")
+        n, b, out = len(draft) + 1, self.block, list[int]()
+        for lo in range(0, n, b * (self.workers + 1)):
+            starts = range(lo, min(lo + b * (self.workers + 1), n), b)
+            ahead = [self._ex.submit(_block_walk, logits, draft, s, min(s + b, n))
+                     for s in starts[1:]]
+            parts = [_block_walk(logits, draft, lo, min(lo + b, n))]
+            parts += [f.result() for f in ahead]  # every one: see the class note
+            for part in parts:
+                out += part
+                if len(out) == n or out[-1] != draft[len(out) - 1]:
+                    return out
+        return out
+
+    def close(self) -> None:
+        if self._ex is not None:
+            self._ex.shutdown(wait=True)
+            self._ex = None
 
 
 def wanted_rows(rt: Runtime, n: int, rows: Sequence[int] | None) -> list[int]:

@@ -15,6 +15,7 @@ import numpy as np
 
 from edge_spec.errors import UserError, require
 from edge_spec.runtimes.base import (
+    ArgmaxPool,
     Banned,
     RuntimeOptions,
     VocabInfo,
@@ -64,6 +65,7 @@ class LlamaCppRuntime:
         self._batch = self._lib.llama_batch_init(self.n_batch, 0, 1)
         self._mem = self._lib.llama_get_memory(self._ctx)
         self._tokens: list[int] = []
+        self._argmax = ArgmaxPool(threads)  # llama.cpp's threads are idle between decodes
         self._pieces: list[bytes] | None = None
         self._vocab: VocabInfo | None = None
         self._eog = frozenset(
@@ -77,6 +79,9 @@ class LlamaCppRuntime:
         if batch is not None:
             self._batch = None
             self._lib.llama_batch_free(batch)
+        argmax = getattr(self, "_argmax", None)
+        if argmax is not None:
+            argmax.close()
         llm = getattr(self, "_llm", None)
         if llm is not None:
             llm.close()
@@ -132,7 +137,8 @@ class LlamaCppRuntime:
         self._tokens.extend(chunk)  # chunked_eval made them Python ints already
 
     def greedy(self, tokens: Sequence[int], banned: Banned = None) -> list[int]:
-        return host_greedy(self.eval(tokens, rows=range(len(tokens))), tokens[1:], banned)
+        return host_greedy(self.eval(tokens, rows=range(len(tokens))), tokens[1:], banned,
+                           self._argmax)
 
     def truncate(self, n: int) -> None:
         if n < 0 or n > self.n_tokens:

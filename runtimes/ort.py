@@ -32,6 +32,7 @@ import numpy as np
 
 from edge_spec.errors import UserError, require
 from edge_spec.runtimes.base import (
+    ArgmaxPool,
     Banned,
     RuntimeOptions,
     VocabInfo,
@@ -81,6 +82,7 @@ class OrtRuntime:
         self.n_vocab = self._dec.n_vocab or info.vocab_size
         self._tok = JsonTokenizer(folder, self.n_vocab)
         self._tokens: list[int] = []
+        self._argmax = ArgmaxPool(opts.threads or os.cpu_count() or 1)
 
     @property
     def n_tokens(self) -> int:
@@ -106,7 +108,8 @@ class OrtRuntime:
         n, dec = len(tokens), self._dec
         if (not n or n > self.n_batch or not isinstance(dec, SessionDecoder) or not dec.device_argmax
                 or has_only(banned)):
-            return host_greedy(self.eval(tokens, rows=range(n)), tokens[1:], banned)
+            return host_greedy(self.eval(tokens, rows=range(n)), tokens[1:], banned,
+                               self._argmax)
         wanted_rows(self, n, range(n))
         chunk = [int(t) for t in tokens]
         ids = dec.forward_ids(chunk, self.n_tokens, banned).tolist()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from edge_spec.errors import UserError
-from edge_spec.runtimes.base import chunked_eval, host_greedy
+from edge_spec.runtimes.base import ArgmaxPool, Only, chunked_eval, host_greedy, masked_argmax
 
 
 class Rows:
@@ -70,3 +70,46 @@ def test_host_greedy_is_the_argmax_walk_ties_and_nans_included() -> None:
         draft = [int(logits[i].argmax()) if rng.random() < 0.7 else int(rng.integers(0, vocab))
                  for i in range(k)]
         assert host_greedy(logits, draft) == _argmax_walk(logits, draft), (logits, draft)
+
+
+def _case(rng: np.random.Generator, k: int, vocab: int) -> tuple[np.ndarray, list[int]]:
+    logits = rng.integers(0, 3, size=(k + 1, vocab)).astype(np.float32)  # many ties
+    if rng.random() < 0.2:
+        logits[rng.integers(0, k + 1), rng.integers(0, vocab)] = np.nan
+    draft = [int(logits[i].argmax()) if rng.random() < 0.97 else int(rng.integers(0, vocab))
+             for i in range(k)]
+    return logits, draft
+
+
+@pytest.mark.parametrize(("threads", "block"), [(2, 1), (2, 3), (3, 2), (4, 5)])
+def test_the_pooled_walk_is_the_argmax_walk(threads: int, block: int) -> None:
+    rng = np.random.default_rng(threads * 10 + block)
+    pool = ArgmaxPool(threads, block)
+    try:
+        for _ in range(300):
+            logits, draft = _case(rng, int(rng.integers(0, 40)), int(rng.integers(1, 9)))
+            assert pool.takes(len(draft) + 1) == (len(draft) + 1 >= 2 * block)
+            assert host_greedy(logits, draft, None, pool) == _argmax_walk(logits, draft)
+    finally:
+        pool.close()
+
+
+def test_one_thread_or_a_mask_walks_on_the_calling_thread() -> None:
+    assert not ArgmaxPool(1, 1).takes(1000)
+    pool = ArgmaxPool(2, 1)
+    logits = np.array([[0, 2, 1], [3, 0, 0], [0, 0, 1]], dtype=np.float32)
+    # row 0 may not take 1, row 1 may only take 1 or 2: the masks win over the pool
+    banned = [np.array([1]), Only(np.array([1, 2])), np.zeros(0, dtype=np.int64)]
+    assert host_greedy(logits, [2, 1], banned, pool) == [2, 1, 2]
+    assert pool._ex is None  # never started
+
+
+def test_a_ban_array_masks_only_when_it_bans_the_maximum() -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(500):
+        row = rng.integers(0, 4, size=int(rng.integers(1, 9))).astype(np.float32)
+        ban = np.unique(rng.integers(0, row.size, size=int(rng.integers(0, row.size + 1))))
+        masked, orig = row.copy(), row.copy()
+        masked[ban] = -np.inf
+        assert masked_argmax(row, ban) == int(masked.argmax()), (row, ban)
+        assert np.array_equal(row, orig)  # a logits view is never written

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from edge_spec.runtimes.base import host_greedy
+
 pytestmark = pytest.mark.real
 
 CODE = "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n"
@@ -75,3 +77,18 @@ def test_mapped_and_read_weights_give_the_same_logits(smollm2_path) -> None:  # 
         out.append(rt.eval(toks, rows=range(len(toks))).copy())
         del rt
     np.testing.assert_array_equal(out[0], out[1])
+
+
+def test_a_long_verify_walks_its_rows_on_two_threads_as_on_one(smollm2_rt) -> None:  # noqa: ANN001
+    rt = smollm2_rt
+    toks = rt.tokenize(CODE * 8)  # repeated text: the model's argmax follows it for long runs
+    start = len(toks) - 97
+    assert rt._argmax.takes(97)
+    for draft_end in (len(toks), start + 40):
+        tokens = toks[start:draft_end] + ([] if draft_end == len(toks) else [0] * 56)
+        rt.truncate(0)
+        rt.eval(toks[:start], rows=[])
+        rows = rt.eval(tokens, rows=range(len(tokens))).copy()
+        rt.truncate(start)
+        assert rt.greedy(tokens) == host_greedy(rows, tokens[1:])  # the pooled walk
+        assert len(host_greedy(rows, tokens[1:])) > 16  # it went past the first block

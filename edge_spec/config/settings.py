@@ -80,7 +80,7 @@ class RuntimeSettings:
     """`[runtime]`: how to open the models (each backend reads what applies to it)."""
 
     backend: str = setting("llamacpp", choices=BACKENDS + tuple(BACKEND_ALIASES))
-    threads: int = setting(0, lo=0, hi=1024)  # 0: all cores
+    threads: int = setting(0, lo=0, hi=1024)  # 0: all cores; also the host argmax's threads
     n_gpu_layers: int = setting(0, lo=-1, hi=100_000)  # -1: all; ort/torch: non-zero = GPU
     n_ctx: int = setting(8192, lo=64, hi=1 << 20)
     n_batch: int = setting(512, lo=1, hi=1 << 16)
@@ -102,6 +102,10 @@ class DrafterSettings:
     quant: str = setting("")
     p_min: float = setting(0.6, lo=0.0, hi=1.0)  # model drafts stop under this top-1 probability
 
+
+# Rows per task when a long greedy verify's host argmax is spread over the idle cores
+# (`runtimes.base.ArgmaxPool`): a block must outweigh handing it to a worker thread.
+ARGMAX_ROW_BLOCK = 16
 
 # One verify step (logits on every row) of the 1.5B demo target on the 2-core dev CPU, in ms
 # (profiles/cpu-2core.toml). Only its shape matters as a prior: the controller rescales it
