@@ -57,28 +57,26 @@ def _argmax_walk(logits: np.ndarray, draft: list[int]) -> list[int]:
     return out
 
 
+def _case(rng: np.random.Generator, k: int, vocab: int,
+          follow: float) -> tuple[np.ndarray, list[int]]:
+    """Logits rows with many ties, sometimes a NaN or a row of -inf, and a draft that follows
+    the argmax with probability `follow` per token (the fast path) and sometimes not."""
+    logits = rng.integers(0, 3, size=(k + 1, vocab)).astype(np.float32)
+    if rng.random() < 0.2:
+        logits[rng.integers(0, k + 1), rng.integers(0, vocab)] = np.nan
+    if rng.random() < 0.2:
+        logits[rng.integers(0, k + 1)] = -np.inf
+    draft = [int(logits[i].argmax()) if rng.random() < follow else int(rng.integers(0, vocab))
+             for i in range(k)]
+    return logits, draft
+
+
 def test_host_greedy_is_the_argmax_walk_ties_and_nans_included() -> None:
     rng = np.random.default_rng(3)
     for _ in range(400):
         k, vocab = int(rng.integers(0, 6)), int(rng.integers(1, 9))
-        logits = rng.integers(0, 3, size=(k + 1, vocab)).astype(np.float32)  # many ties
-        if rng.random() < 0.2:
-            logits[rng.integers(0, k + 1), rng.integers(0, vocab)] = np.nan
-        if rng.random() < 0.2:
-            logits[rng.integers(0, k + 1)] = -np.inf
-        # drafts that mostly follow the argmax (the fast path) and sometimes not
-        draft = [int(logits[i].argmax()) if rng.random() < 0.7 else int(rng.integers(0, vocab))
-                 for i in range(k)]
+        logits, draft = _case(rng, k, vocab, 0.7)
         assert host_greedy(logits, draft) == _argmax_walk(logits, draft), (logits, draft)
-
-
-def _case(rng: np.random.Generator, k: int, vocab: int) -> tuple[np.ndarray, list[int]]:
-    logits = rng.integers(0, 3, size=(k + 1, vocab)).astype(np.float32)  # many ties
-    if rng.random() < 0.2:
-        logits[rng.integers(0, k + 1), rng.integers(0, vocab)] = np.nan
-    draft = [int(logits[i].argmax()) if rng.random() < 0.97 else int(rng.integers(0, vocab))
-             for i in range(k)]
-    return logits, draft
 
 
 @pytest.mark.parametrize(("threads", "block"), [(2, 1), (2, 3), (3, 2), (4, 5)])
@@ -87,7 +85,7 @@ def test_the_pooled_walk_is_the_argmax_walk(threads: int, block: int) -> None:
     pool = ArgmaxPool(threads, block)
     try:
         for _ in range(300):
-            logits, draft = _case(rng, int(rng.integers(0, 40)), int(rng.integers(1, 9)))
+            logits, draft = _case(rng, int(rng.integers(0, 40)), int(rng.integers(1, 9)), 0.97)
             assert pool.takes(len(draft) + 1) == (len(draft) + 1 >= 2 * block)
             assert host_greedy(logits, draft, None, pool) == _argmax_walk(logits, draft)
     finally:
