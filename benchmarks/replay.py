@@ -6,7 +6,8 @@
 
 Each task's recorded output (the `plain` mode's `output_ids`) is replayed through the real loop,
 reference drafter and controller on a virtual clock priced by the profile's verify-cost table
-(edge_spec.bench.replay). `--set k_max=64 --set prior_weight=8` tries controller settings.
+(edge_spec.bench.replay). `--set k_max=64 --set prior_weight=8 --set feature_priors.ref-start=0.998` tries controller
+settings.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from edge_spec.bench.modes import load_tasks
-from edge_spec.bench.replay import cases_from_results, replay_case, summarize_replay
+from edge_spec.bench.replay import cases_from_results, replay_all, summarize_replay
 from edge_spec.config.profiles import load_profile
 from edge_spec.config.settings import DEMO_TARGET, ControllerSettings
 from edge_spec.runtimes.base import RuntimeOptions
@@ -32,6 +33,12 @@ def _settings(profile: str, sets: list[str]) -> ControllerSettings:
     cfg = load_profile(profile).controller_config()
     for item in sets:
         key, _, value = item.partition("=")
+        key, _, entry = key.partition(".")
+        if entry:  # a mapping's entry: feature_priors.ref-start=0.998
+            table = dict(getattr(cfg, key))
+            table[entry] = float(value)
+            cfg = replace(cfg, **{key: table})
+            continue
         kind = type(getattr(cfg, key))
         cfg = replace(cfg, **{key: kind(value)})
     return cfg
@@ -46,17 +53,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=DEMO_TARGET, help="the target whose tokenizer the run used")
     ap.add_argument("--template", default=None)
     ap.add_argument("--set", action="append", default=[], help="controller setting NAME=VALUE")
+    ap.add_argument("--mode", default="plain",
+                    help="the recorded mode whose output ids to replay (any greedy mode: the "
+                         "output does not depend on the draft length)")
+    ap.add_argument("--fresh", action="store_true",
+                    help="a new controller per task (default: one per policy across the tasks, "
+                         "in order, as a bench run or a server keeps it)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     data = json.loads(a.results.read_text())
     records = data["records"] if isinstance(data, dict) else data
-    cases = cases_from_results(records, load_tasks(a.tasks))
+    cases = cases_from_results(records, load_tasks(a.tasks), a.mode)
     if not cases:
-        print("no plain-mode records with output_ids in the results", file=sys.stderr)
+        print(f"no {a.mode}-mode records with output_ids in the results", file=sys.stderr)
         return 2
     tok = LlamaCppRuntime(resolve(a.model, progress=False), RuntimeOptions(n_ctx=512, threads=1))
     cfg = _settings(a.profile, a.set)
-    rows = [replay_case(tok, c, p, cfg, a.template) for c in cases for p in a.policies.split(",")]
+    rows = replay_all(tok, cases, a.policies.split(","), cfg, a.template, a.fresh)
     summary = summarize_replay(rows)
     if a.json:
         print(json.dumps({"rows": rows, "summary": summary}))

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from edge_spec.bench.replay import ReplayCase, replay_case, summarize_replay, table_cost
+from edge_spec.bench.replay import (
+    ReplayCase,
+    replay_all,
+    replay_case,
+    summarize_replay,
+    table_cost,
+)
 from edge_spec.config.settings import ControllerSettings, EngineConfig
 from edge_spec.engine import Engine
 from edge_spec.runtimes.fake import FakeRuntime
@@ -43,3 +49,45 @@ def test_replay_reproduces_the_output_and_orders_policies() -> None:
         by["oracle"]["output_tokens"] == len(case.output_ids)
     s = summarize_replay(rows)
     assert s["oracle"]["of_oracle"] == 1.0 and s["adaptive"]["of_oracle"] <= 1.0
+
+
+def test_replay_all_keeps_one_controller_per_policy_across_cases() -> None:
+    tok, case = _recorded()
+    # Doubtful priors, so that what the first case teaches shows in the second.
+    cfg = ControllerSettings(verify_ms=TABLE, feature_priors={"ref": 0.9})
+    cases = [case, ReplayCase({**case.task, "id": "t1"}, case.output_ids, case.prompt_ids,
+                              case.finish_reason)]
+    fresh = replay_all(tok, cases, ["adaptive"], cfg, fresh=True)
+    kept = replay_all(tok, cases, ["adaptive"], cfg)
+    assert all(r["same_output"] for r in fresh + kept)
+    # A fresh controller prices both copies of the task alike; a kept one starts the second
+    # from what the first taught it (here: copying pays), so it needs no more forwards.
+    assert fresh[0]["decode_ms"] == fresh[1]["decode_ms"] == kept[0]["decode_ms"]
+    assert kept[1]["forwards"] <= kept[0]["forwards"]
+    assert kept[1]["decode_ms"] < kept[0]["decode_ms"]
+
+
+def test_bench_gives_each_mode_its_own_controller() -> None:
+    from edge_spec.bench.bench import RunOptions, bench
+    from edge_spec.bench.modes import parse_modes
+
+    rt = FakeRuntime(follow="```\n" + MERGED + "```\n", n_ctx=16384)
+    eng = Engine(rt, None, EngineConfig().override(kind="reference"))
+    own = eng.controller
+    seen: list[tuple[tuple[object, object], int]] = []
+    real_apply = eng.apply
+
+    def apply(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        seen.append(((kw.get("draft"), kw.get("fixed_k")), id(eng.controller)))
+        return real_apply(*a, **kw)
+
+    eng.apply = apply  # type: ignore[method-assign]
+    task = {"id": "t0", "original": ORIG, "update": UPD, "expected": MERGED}
+    bench(eng, [task, {**task, "id": "t1"}], parse_modes("spec-adaptive,spec-fixed-8"), 1,
+          RunOptions())
+    by_mode: dict[tuple[object, object], set[int]] = {}
+    for k, ctl in seen:
+        by_mode.setdefault(k, set()).add(ctl)
+    assert len(seen) == 6 and all(len(v) == 1 for v in by_mode.values())  # kept across tasks
+    assert len(set().union(*by_mode.values())) == 3  # and never shared between modes
+    assert eng.controller is own

@@ -30,6 +30,7 @@ from edge_spec.bench.peers import PldPeer
 from edge_spec.bench.peers_hf import HfPeer, run_hf
 from edge_spec.bench.peers_server import LlamaServerPeer
 from edge_spec.core.chat import chat_tokens
+from edge_spec.core.controller import Controller
 from edge_spec.errors import UserError
 
 
@@ -129,12 +130,18 @@ def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: i
     if peers.hf is None and any(m.peer and m.peer.startswith("hf-") for m in modes):
         peers.hf = HfPeer.for_engine(engine)  # loads its models on first use, once per run
     records: list[dict[str, Any]] = []
+    # One controller per mode: what a mode learns carries over its own requests, as in a server,
+    # and never into another mode's (a fixed-K run would otherwise teach the adaptive one).
+    controllers = {m.name: Controller(engine.controller.cfg) for m in modes if not m.peer}
+    own = engine.controller
     for r in range(repeat):
         for task in tasks:
             plain_text = None
             plain_ids = None
             hf_text = None
             for mode in modes:
+                if mode.name in controllers:
+                    engine.controller = controllers[mode.name]
                 d = run_task(engine, peers, task, mode, opts)
                 ids = d.pop("_ids", None)
                 rec = {"task_id": task["id"], "mode": mode.name, "repeat": r, **d}
@@ -171,6 +178,7 @@ def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: i
                 records.append(rec)
                 if progress:
                     progress(f"{task['id']} {mode.name}")
+    engine.controller = own
     return records
 
 

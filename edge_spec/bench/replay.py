@@ -191,11 +191,12 @@ class ReplayCase:
 
 
 def policy_for(name: str, ctl_cfg: ControllerSettings, case: ReplayCase, n_prompt: int,
-               cost: Callable[[int], float]) -> Policy:
-    """`fixed-K`, `adaptive` (a fresh controller with `ctl_cfg`) or `oracle`."""
+               cost: Callable[[int], float], controller: Controller | None = None) -> Policy:
+    """`fixed-K`, `adaptive` or `oracle`; the controller is `controller` (what it learned on
+    earlier cases carries over, as in an engine serving many requests), else a fresh one."""
     if name == "oracle":
         return OraclePolicy(case.output_ids, n_prompt, cost, ctl_cfg.k_max)
-    ctl = Controller(ctl_cfg)
+    ctl = controller or Controller(ctl_cfg)
     if name.startswith("fixed-"):
         return FixedK(int(name.removeprefix("fixed-")), ctl)
     if name == "adaptive":
@@ -204,8 +205,8 @@ def policy_for(name: str, ctl_cfg: ControllerSettings, case: ReplayCase, n_promp
 
 
 def replay_case(tok: Runtime, case: ReplayCase, policy: str, ctl_cfg: ControllerSettings,
-                template: str | None = None,
-                ref_cfg: ReferenceSettings | None = None) -> dict[str, Any]:
+                template: str | None = None, ref_cfg: ReferenceSettings | None = None,
+                controller: Controller | None = None) -> dict[str, Any]:
     """Run the real loop over one recorded task with `policy`; the virtual time it took."""
     t = case.task
     plan = plan_apply(tok, t["original"], t["update"], t.get("instruction"), template=template,
@@ -214,7 +215,7 @@ def replay_case(tok: Runtime, case: ReplayCase, policy: str, ctl_cfg: Controller
     clock = VirtualClock()
     rt = ReplayRuntime(tok, plan.tokens, case.output_ids, cost, clock)
     n_out = len(case.output_ids) + (case.finish_reason == "eos")
-    pol = policy_for(policy, replace(ctl_cfg), case, len(plan.tokens), cost)
+    pol = policy_for(policy, replace(ctl_cfg), case, len(plan.tokens), cost, controller)
     drafter = ReferenceDrafter(rt, ref_cfg or ReferenceSettings())
     gen = GenConfig(n_out, (), SamplingSettings())
     res = generate(rt, plan.tokens, [drafter], pol, gen, plan.references, clock=clock)
@@ -227,6 +228,16 @@ def replay_case(tok: Runtime, case: ReplayCase, policy: str, ctl_cfg: Controller
             "forwards": len(steps), "drafted": sum(s.k for s in steps),
             "accepted": sum(s.accepted for s in steps), "same_output": same,
             "prompt_matches": case.prompt_ids is None or case.prompt_ids == plan.tokens}
+
+
+def replay_all(tok: Runtime, cases: Sequence[ReplayCase], policies: Sequence[str],
+               ctl_cfg: ControllerSettings, template: str | None = None,
+               fresh: bool = False) -> list[dict[str, Any]]:
+    """Every case under every policy. Each policy keeps one controller across the cases, in
+    order, as `edge-spec bench` keeps one per mode (`fresh`: a new controller per case)."""
+    ctls = {p: Controller(ctl_cfg) for p in policies}
+    return [replay_case(tok, c, p, ctl_cfg, template, controller=None if fresh else ctls[p])
+            for c in cases for p in policies]
 
 
 def cases_from_results(records: Sequence[dict[str, Any]], tasks: Sequence[dict[str, Any]],
@@ -257,4 +268,4 @@ def summarize_replay(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]
 
 
 __all__ = ["OneHotRows", "OraclePolicy", "ReplayCase", "ReplayRuntime", "VirtualClock",
-           "cases_from_results", "policy_for", "replay_case", "summarize_replay", "table_cost"]
+           "cases_from_results", "policy_for", "replay_all", "replay_case", "summarize_replay", "table_cost"]

@@ -113,11 +113,14 @@ ARGMAX_ROW_BLOCK = 16
 DEFAULT_VERIFY_MS: Mapping[int, float] = {
     1: 45.8, 2: 87.3, 4: 144.2, 8: 333.6, 16: 440.8, 32: 782.2, 64: 1535.8, 128: 2800.4,
 }
-# Priors per draft feature (prefix match): an aligned copy of a reference is nearly always
-# right in code apply, a 2-token coincidence much less so. Learned estimates replace them.
+# Per-token acceptance priors per draft feature (prefix match), from the rates measured on
+# recorded apply runs under the default guard (benchmarks/README.md, "controller priors"): an
+# aligned copy, and a long match, break only at an edit point, so they are priced for long
+# drafts from the first step; a short coincidence fails at its first token about half the time.
+# Learned estimates replace them.
 DEFAULT_FEATURE_PRIORS: Mapping[str, float] = {
-    "ref-start": 0.99, "ref-a": 0.95, "ref-a-s8": 0.97, "ref-a-s64": 0.995,
-    "ref-n-gt16": 0.9, "ref-n-le16": 0.85,
+    "ref-start": 0.999, "ref-a": 0.99, "ref-a-s8": 0.998, "ref-a-s64": 0.999,
+    "ref-n-gt16": 0.99, "ref-n-le16": 0.99,
     "ref-n-le8": 0.8, "ref-n-le4": 0.7, "ref-n-le2": 0.5, "ref-text": 0.6, "model": 0.7,
 }
 
@@ -132,6 +135,9 @@ class ControllerSettings:
     k_max: int = setting(128, lo=1, hi=MAX_POINT)
     prior_accept: float = setting(0.7, lo=0.0, hi=1.0)
     prior_weight: float = setting(4.0, lo=0.0, hi=1e6)
+    # The prior of a reference draft's pooled hazard, as this many rejections at the prior's
+    # rate: a hazard near zero then needs more than one rejection to rise far.
+    prior_events: float = setting(0.5, lo=1e-3, hi=1e6)
     decay: float = setting(0.98, lo=0.0, hi=1.0)
     request_decay: float = setting(0.1, lo=0.0, hi=1.0)
     cost_smoothing: float = setting(0.3, lo=0.0, hi=1.0)

@@ -5,7 +5,9 @@ first j draft tokens are all accepted; its cost is T_verify(k + 1) + T_draft(k).
 apply is not independent per token: it is ~1 through copied stretches and drops at edit points.
 So S is estimated as a run-length survival curve (a piecewise-constant hazard over position
 bins 1, 2, 3-4, ..., 65-128) per drafter and draft feature (for reference drafts: whether the match
-continues the last alignment, and its length), with a geometric prior. Verify costs start from
+continues the last alignment, and its length), with a geometric prior. A reference draft's
+hazard is the same past its first token (an edit point falls anywhere in it), so its bins share
+one estimate, with a prior worth `prior_events` rejections. Verify costs start from
 the profile's table and are refined online from measured step times. Counts decay every step
 and shrink at each new request, so a feature that once did badly is tried again.
 """
@@ -32,6 +34,9 @@ _ZEROS = [0.0] * len(_BINS)
 _BIN_IDX = np.asarray([next(b for b, (lo, hi) in enumerate(_BINS) if lo <= j + 1 <= hi)
                        for j in range(_MAX_POS)], dtype=np.intp)
 _KS = np.arange(1, _MAX_POS + 1, dtype=np.float64)
+# Features of reference drafts: their hazard does not depend on the position in the draft.
+_POOLED = "ref-"
+_MIN_HAZARD = 1e-6  # a prior of 1.0 would make the pooled prior's exposure infinite
 
 
 def _rate_count(draft: Draft, limit: int) -> int:
@@ -117,11 +122,20 @@ class Controller:
 
     def _hazards(self, feature: str) -> list[float]:
         """Per-token rejection hazard in each position bin, shrunk toward the prior."""
+        h = 1.0 - self.prior(feature)
+        g = self._g
+        ev, ex = self._stats.get(feature, (_ZEROS, _ZEROS))
+        if feature.startswith(_POOLED):
+            # A copy breaks where the text was edited, wherever the draft started: one hazard
+            # for the first token (a fresh match may be a coincidence) and one for the rest.
+            # Per-bin estimates would let one rejection stall the drafts short of its bin.
+            a, h = self.cfg.prior_events, max(h, _MIN_HAZARD)
+            first = min(1.0, (ev[0] * g + a) / (ex[0] * g + a / h))
+            rest = min(1.0, (sum(ev[1:]) * g + a) / (sum(ex[1:]) * g + a / h))
+            return [first] + [rest] * (len(ev) - 1)
         # Each bin is shrunk toward the bin before it (the first toward the prior): a bin never
         # drafted into inherits what shorter drafts showed, so good runs extend the next draft.
-        h = 1.0 - self.prior(feature)
-        w, g = self.cfg.prior_weight, self._g
-        ev, ex = self._stats.get(feature, (_ZEROS, _ZEROS))
+        w = self.cfg.prior_weight
         out = []
         for e, x in zip(ev, ex, strict=True):
             h = (e * g + w * h) / (x * g + w)
