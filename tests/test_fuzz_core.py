@@ -141,7 +141,8 @@ def _base() -> dict:
 
 KEYS = ["name", "description", "backend", "threads", "n_gpu_layers", "n_ctx", "n_batch",
         "onnx_provider", "kind", "model", "quant", "p_min", "k_max", "prior_accept",
-        "prior_weight", "decay", "cost_smoothing", "probe_every", "verify_ms", "drafter_ratio",
+        "prior_weight", "prior_events", "decay", "cost_smoothing", "probe_every", "verify_ms",
+        "drafter_ratio",
         "prefill_ms_per_token", "source", "machine", "date", "method", "target",
         "1", "2", "8", "128", "0", "129", "-1", "1e3", " 4", "bogus"]
 SECTIONS = [None, "runtime", "drafter", "controller", "costs", "verify_ms", "bogus"]

@@ -113,14 +113,15 @@ ARGMAX_ROW_BLOCK = 16
 DEFAULT_VERIFY_MS: Mapping[int, float] = {
     1: 45.8, 2: 87.3, 4: 144.2, 8: 333.6, 16: 440.8, 32: 782.2, 64: 1535.8, 128: 2800.4,
 }
-# Per-token acceptance priors per draft feature (prefix match), from the rates measured on
-# recorded apply runs under the default guard (benchmarks/README.md, "controller priors"): an
-# aligned copy, and a long match, break only at an edit point, so they are priced for long
-# drafts from the first step; a short coincidence fails at its first token about half the time.
-# Learned estimates replace them.
+# Per-token acceptance priors per draft feature (prefix match). An apply answer's start and a
+# copy that has held for 8 tokens or more break only at an edit point (the rates measured on
+# recorded apply runs under the default guard: benchmarks/README.md, "controller priors"), so
+# they are priced for long drafts from the first step. A fresh match keeps a doubtful prior:
+# in free text it is mostly a coincidence, wrong from its first token. Learned estimates
+# replace them.
 DEFAULT_FEATURE_PRIORS: Mapping[str, float] = {
-    "ref-start": 0.999, "ref-a": 0.99, "ref-a-s8": 0.998, "ref-a-s64": 0.999,
-    "ref-n-gt16": 0.99, "ref-n-le16": 0.99,
+    "ref-start": 0.999, "ref-a": 0.95, "ref-a-s8": 0.998, "ref-a-s64": 0.999,
+    "ref-n-gt16": 0.9, "ref-n-le16": 0.85,
     "ref-n-le8": 0.8, "ref-n-le4": 0.7, "ref-n-le2": 0.5, "ref-text": 0.6, "model": 0.7,
 }
 

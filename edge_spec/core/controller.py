@@ -6,8 +6,8 @@ apply is not independent per token: it is ~1 through copied stretches and drops 
 So S is estimated as a run-length survival curve (a piecewise-constant hazard over position
 bins 1, 2, 3-4, ..., 65-128) per drafter and draft feature (for reference drafts: whether the match
 continues the last alignment, and its length), with a geometric prior. A reference draft's
-hazard is the same past its first token (an edit point falls anywhere in it), so its bins share
-one estimate, with a prior worth `prior_events` rejections. Verify costs start from
+hazard is the same past its first token (an edit point falls anywhere in it), so its bins past
+the first share one estimate, with a prior worth `prior_events` rejections. Verify costs start from
 the profile's table and are refined online from measured step times. Counts decay every step
 and shrink at each new request, so a feature that once did badly is tried again.
 """
@@ -123,19 +123,20 @@ class Controller:
     def _hazards(self, feature: str) -> list[float]:
         """Per-token rejection hazard in each position bin, shrunk toward the prior."""
         h = 1.0 - self.prior(feature)
-        g = self._g
+        w, g = self.cfg.prior_weight, self._g
         ev, ex = self._stats.get(feature, (_ZEROS, _ZEROS))
         if feature.startswith(_POOLED):
             # A copy breaks where the text was edited, wherever the draft started: one hazard
-            # for the first token (a fresh match may be a coincidence) and one for the rest.
-            # Per-bin estimates would let one rejection stall the drafts short of its bin.
-            a, h = self.cfg.prior_events, max(h, _MIN_HAZARD)
-            first = min(1.0, (ev[0] * g + a) / (ex[0] * g + a / h))
-            rest = min(1.0, (sum(ev[1:]) * g + a) / (sum(ex[1:]) * g + a / h))
+            # for the first token (a fresh match may be a coincidence: a per-draft chance, with
+            # the prior worth `prior_weight` drafts) and one per token for the rest (a rare
+            # rate, with the prior worth `prior_events` rejections). Per-bin estimates would let
+            # one rejection stall the drafts short of its bin.
+            a = self.cfg.prior_events
+            first = (ev[0] * g + w * h) / (ex[0] * g + w)
+            rest = min(1.0, (sum(ev[1:]) * g + a) / (sum(ex[1:]) * g + a / max(h, _MIN_HAZARD)))
             return [first] + [rest] * (len(ev) - 1)
         # Each bin is shrunk toward the bin before it (the first toward the prior): a bin never
         # drafted into inherits what shorter drafts showed, so good runs extend the next draft.
-        w = self.cfg.prior_weight
         out = []
         for e, x in zip(ev, ex, strict=True):
             h = (e * g + w * h) / (x * g + w)

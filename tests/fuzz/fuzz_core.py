@@ -189,6 +189,7 @@ def check_profile_text(text: str) -> Any:
 def profile_floats_are_finite(prof: Any) -> bool:
     """Whether every float setting of a loaded profile is a finite number."""
     vals = [prof.drafter.p_min, prof.controller.prior_accept, prof.controller.prior_weight,
+            prof.controller.prior_events,
             prof.controller.decay, prof.controller.cost_smoothing, prof.costs.drafter_ratio,
             prof.costs.prefill_ms_per_token, *prof.costs.verify_ms.values()]
     return all(math.isfinite(v) for v in vals)
