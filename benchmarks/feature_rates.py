@@ -17,24 +17,19 @@ import json
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
-from pathlib import Path
 
 from edge_spec.apply.plan import plan_apply
-from edge_spec.bench.modes import load_tasks
-from edge_spec.bench.replay import ReplayRuntime, VirtualClock, cases_from_results, table_cost
-from edge_spec.config.settings import (
-    DEMO_TARGET,
-    ControllerSettings,
-    ReferenceSettings,
-    SamplingSettings,
+from edge_spec.bench.replay import (
+    ReplayRuntime,
+    VirtualClock,
+    parse_traces,
+    table_cost,
 )
+from edge_spec.config.settings import ControllerSettings, ReferenceSettings, SamplingSettings
 from edge_spec.core.controller import Controller, FixedK
 from edge_spec.core.loop import GenConfig, generate
 from edge_spec.core.types import Draft
 from edge_spec.drafters.reference import ReferenceDrafter
-from edge_spec.runtimes.base import RuntimeOptions
-from edge_spec.runtimes.llamacpp import LlamaCppRuntime
-from edge_spec.store.models import resolve
 
 LONGEST = 512
 
@@ -73,19 +68,7 @@ def rates(steps: Sequence[tuple[str, int, int]]) -> dict[str, dict[str, float]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--results", required=True, type=Path)
-    ap.add_argument("--tasks", required=True, type=Path)
-    ap.add_argument("--mode", default="plain", help="the recorded greedy mode to replay")
-    ap.add_argument("--model", default=DEMO_TARGET, help="the target whose tokenizer the run used")
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args(argv)
-    data = json.loads(a.results.read_text())
-    records = data["records"] if isinstance(data, dict) else data
-    cases = cases_from_results(records, load_tasks(a.tasks), a.mode)
-    if not cases:
-        print(f"no {a.mode}-mode records with output_ids in the results", file=sys.stderr)
-        return 2
-    tok = LlamaCppRuntime(resolve(a.model, progress=False), RuntimeOptions(n_ctx=512, threads=1))
+    a, tok, cases = parse_traces(ap, argv)
     cost = table_cost(ControllerSettings().verify_ms)
     steps: list[tuple[str, int, int]] = []
     for case in cases:

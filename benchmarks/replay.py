@@ -16,15 +16,10 @@ import argparse
 import json
 import sys
 from dataclasses import replace
-from pathlib import Path
 
-from edge_spec.bench.modes import load_tasks
-from edge_spec.bench.replay import cases_from_results, replay_all, summarize_replay
+from edge_spec.bench.replay import parse_traces, replay_all, summarize_replay
 from edge_spec.config.profiles import load_profile
-from edge_spec.config.settings import DEMO_TARGET, ControllerSettings
-from edge_spec.runtimes.base import RuntimeOptions
-from edge_spec.runtimes.llamacpp import LlamaCppRuntime
-from edge_spec.store.models import resolve
+from edge_spec.config.settings import ControllerSettings
 
 POLICIES = "fixed-16,fixed-32,fixed-64,fixed-128,adaptive,oracle"
 
@@ -46,28 +41,14 @@ def _settings(profile: str, sets: list[str]) -> ControllerSettings:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--results", required=True, type=Path)
-    ap.add_argument("--tasks", required=True, type=Path)
     ap.add_argument("--profile", default="cpu-2core")
     ap.add_argument("--policies", default=POLICIES)
-    ap.add_argument("--model", default=DEMO_TARGET, help="the target whose tokenizer the run used")
     ap.add_argument("--template", default=None)
     ap.add_argument("--set", action="append", default=[], help="controller setting NAME=VALUE")
-    ap.add_argument("--mode", default="plain",
-                    help="the recorded mode whose output ids to replay (any greedy mode: the "
-                         "output does not depend on the draft length)")
     ap.add_argument("--fresh", action="store_true",
                     help="a new controller per task (default: one per policy across the tasks, "
                          "in order, as a bench run or a server keeps it)")
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args(argv)
-    data = json.loads(a.results.read_text())
-    records = data["records"] if isinstance(data, dict) else data
-    cases = cases_from_results(records, load_tasks(a.tasks), a.mode)
-    if not cases:
-        print(f"no {a.mode}-mode records with output_ids in the results", file=sys.stderr)
-        return 2
-    tok = LlamaCppRuntime(resolve(a.model, progress=False), RuntimeOptions(n_ctx=512, threads=1))
+    a, tok, cases = parse_traces(ap, argv)
     cfg = _settings(a.profile, a.set)
     rows = replay_all(tok, cases, a.policies.split(","), cfg, a.template, a.fresh)
     summary = summarize_replay(rows)

@@ -10,20 +10,32 @@ run) is priced exactly, against a measured or a profile's cost table, in seconds
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from edge_spec.apply.plan import plan_apply
-from edge_spec.config.settings import ControllerSettings, ReferenceSettings, SamplingSettings
+from edge_spec.bench.modes import load_tasks
+from edge_spec.config.settings import (
+    DEMO_TARGET,
+    ControllerSettings,
+    ReferenceSettings,
+    RuntimeSettings,
+    SamplingSettings,
+)
 from edge_spec.core.controller import Controller, FixedK, Policy
 from edge_spec.core.loop import GenConfig, generate
 from edge_spec.core.types import EMPTY, Draft, Drafter
 from edge_spec.drafters.reference import ReferenceDrafter
+from edge_spec.runtimes import open_runtime
 from edge_spec.runtimes.base import Runtime, VocabInfo
+from edge_spec.store.models import resolve
 
 
 def table_cost(table: Mapping[int, float]) -> Callable[[int], float]:
@@ -252,6 +264,34 @@ def cases_from_results(records: Sequence[dict[str, Any]], tasks: Sequence[dict[s
     return out
 
 
+def cases_from_file(results: Path, tasks: Sequence[dict[str, Any]],
+                    mode: str = "plain") -> list[ReplayCase]:
+    """`cases_from_results` of a bench `results.json` (a list of records, or {"records": ...})."""
+    data = json.loads(results.read_text())
+    return cases_from_results(data["records"] if isinstance(data, dict) else data, tasks, mode)
+
+
+def parse_traces(ap: argparse.ArgumentParser, argv: Sequence[str] | None = None,
+                 ) -> tuple[argparse.Namespace, Runtime, list[ReplayCase]]:
+    """Parse a replay script's options (plus --results, --tasks, --mode, --model, --json) and
+    load the recorded cases they name with the target's tokenizer (no weights are used).
+    Exits 2 with one line when the results hold no such records."""
+    ap.add_argument("--results", required=True, type=Path)
+    ap.add_argument("--tasks", required=True, type=Path)
+    ap.add_argument("--mode", default="plain",
+                    help="the recorded mode whose output ids to replay (any greedy mode: the "
+                         "output does not depend on the draft length)")
+    ap.add_argument("--model", default=DEMO_TARGET, help="the target whose tokenizer the run used")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    cases = cases_from_file(a.results, load_tasks(a.tasks), a.mode)
+    if not cases:
+        ap.exit(2, f"error: no {a.mode}-mode records with output_ids in {a.results}\n")
+    tok = open_runtime("llamacpp", resolve(a.model, progress=False),
+                       RuntimeSettings(n_ctx=512, threads=1))
+    return a, tok, cases
+
+
 def summarize_replay(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Median and worst speedup per policy, and how close each gets to the oracle."""
     out: dict[str, dict[str, Any]] = {}
@@ -267,5 +307,5 @@ def summarize_replay(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]
     return out
 
 
-__all__ = ["OneHotRows", "OraclePolicy", "ReplayCase", "ReplayRuntime", "VirtualClock",
-           "cases_from_results", "policy_for", "replay_all", "replay_case", "summarize_replay", "table_cost"]
+__all__ = ["OneHotRows", "parse_traces", "OraclePolicy", "ReplayCase", "ReplayRuntime", "VirtualClock",
+           "cases_from_file", "cases_from_results", "policy_for", "replay_all", "replay_case", "summarize_replay", "table_cost"]
