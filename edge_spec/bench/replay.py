@@ -307,5 +307,6 @@ def summarize_replay(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]
     return out
 
 
-__all__ = ["OneHotRows", "parse_traces", "OraclePolicy", "ReplayCase", "ReplayRuntime", "VirtualClock",
-           "cases_from_file", "cases_from_results", "policy_for", "replay_all", "replay_case", "summarize_replay", "table_cost"]
+__all__ = ["OneHotRows", "OraclePolicy", "ReplayCase", "ReplayRuntime", "VirtualClock",
+           "cases_from_file", "cases_from_results", "parse_traces", "policy_for", "replay_all",
+           "replay_case", "summarize_replay", "table_cost"]

@@ -7,8 +7,8 @@ So S is estimated as a run-length survival curve (a piecewise-constant hazard ov
 bins 1, 2, 3-4, ..., 65-128) per drafter and draft feature (for reference drafts: whether the match
 continues the last alignment, and its length), with a geometric prior. A reference draft's
 hazard is the same past its first token (an edit point falls anywhere in it), so its bins past
-the first share one estimate, with a prior worth `prior_events` rejections. Verify costs start from
-the profile's table and are refined online from measured step times. Counts decay every step
+the first share one estimate, with a prior worth `prior_events` rejections. Verify costs start
+from the profile's table and are refined online from measured step times. Counts decay every step
 and shrink at each new request, so a feature that once did badly is tried again.
 """
 
