@@ -8,6 +8,8 @@ Each task's recorded output (the `plain` mode's `output_ids`) is replayed throug
 reference drafter and controller on a virtual clock priced by the profile's verify-cost table
 (edge_spec.bench.replay). `--set k_max=64 --set prior_weight=8 --set feature_priors.ref-start=0.998` tries controller
 settings.
+`--world RESULTS` prices steps as that live run paid them (its median per forward size, with its
+step-to-step noise, seeded per task and policy) while the controller starts from the profile.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ import argparse
 import json
 import sys
 from dataclasses import replace
+from pathlib import Path
 
-from edge_spec.bench.replay import parse_traces, replay_all, summarize_replay
+from edge_spec.bench.costfit import fit_costs
+from edge_spec.bench.replay import World, parse_traces, replay_all, summarize_replay
 from edge_spec.config.profiles import load_profile
 from edge_spec.config.settings import ControllerSettings
 
 POLICIES = "fixed-16,fixed-32,fixed-64,fixed-128,adaptive,oracle"
+_SHOWN = {1, 2, 5, 9, 17, 33, 65, 129}
 
 
 def _settings(profile: str, sets: list[str]) -> ControllerSettings:
@@ -39,18 +44,37 @@ def _settings(profile: str, sets: list[str]) -> ControllerSettings:
     return cfg
 
 
+def _world(path: Path | None, noise: float | None, min_steps: int) -> World:
+    if path is None:
+        return World(None, noise or 0.0)
+    data = json.loads(path.read_text())
+    table, sigma = fit_costs(data["records"] if isinstance(data, dict) else data, min_steps)
+    print(f"world: {path} (sigma {sigma}); verify ms "
+          + ", ".join(f"{n}={ms:.0f}" for n, ms in table.items() if n in _SHOWN), file=sys.stderr)
+    return World(table, sigma if noise is None else noise)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="cpu-2core")
     ap.add_argument("--policies", default=POLICIES)
     ap.add_argument("--template", default=None)
     ap.add_argument("--set", action="append", default=[], help="controller setting NAME=VALUE")
+    ap.add_argument("--world", type=Path, default=None,
+                    help="a bench results.json whose recorded verify times set what steps cost "
+                         "(median per size) and their noise; the controller still starts from "
+                         "--profile's table (default: the profile's table is the truth)")
+    ap.add_argument("--world-min-steps", type=int, default=5,
+                    help="sizes with fewer recorded steps are interpolated in --world's curve")
+    ap.add_argument("--noise", type=float, default=None,
+                    help="log-normal sigma of each step's cost (default: --world's, else 0)")
     ap.add_argument("--fresh", action="store_true",
                     help="a new controller per task (default: one per policy across the tasks, "
                          "in order, as a bench run or a server keeps it)")
     a, tok, cases = parse_traces(ap, argv)
     cfg = _settings(a.profile, a.set)
-    rows = replay_all(tok, cases, a.policies.split(","), cfg, a.template, a.fresh)
+    world = _world(a.world, a.noise, a.world_min_steps)
+    rows = replay_all(tok, cases, a.policies.split(","), cfg, a.template, a.fresh, world)
     summary = summarize_replay(rows)
     if a.json:
         print(json.dumps({"rows": rows, "summary": summary}))

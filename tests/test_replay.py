@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
+from edge_spec.bench.costfit import fit_costs
 from edge_spec.bench.replay import (
     ReplayCase,
+    World,
     replay_all,
     replay_case,
     summarize_replay,
@@ -91,3 +96,28 @@ def test_bench_gives_each_mode_its_own_controller() -> None:
     assert len(seen) == 6 and all(len(v) == 1 for v in by_mode.values())  # kept across tasks
     assert len(set().union(*by_mode.values())) == 3  # and never shared between modes
     assert eng.controller is own
+
+
+def test_a_world_fitted_from_a_run_prices_its_steps_with_their_noise() -> None:
+    # Step times of a run on a machine twice as slow as the table, spread around each size.
+    rng = np.random.default_rng(3)
+    rec = {"k_trace": [], "verify_ms_trace": []}
+    for n in (1, 9, 65):
+        for _ in range(40):
+            rec["k_trace"].append(n - 1)
+            rec["verify_ms_trace"].append(2 * table_cost(TABLE)(n) * rng.lognormal(0.0, 0.2))
+    table, sigma = fit_costs([rec, {"k_trace": [3], "verify_ms_trace": [1.0]}])
+    assert sorted(table) == [1, 9, 65]  # one step of size 4 says nothing
+    assert table[65] == pytest.approx(2 * table_cost(TABLE)(65), rel=0.1)
+    assert sigma == pytest.approx(0.2, rel=0.25)
+    with pytest.raises(ValueError):
+        fit_costs([{"k_trace": [3], "verify_ms_trace": [1.0]}])
+    tok, case = _recorded()
+    cfg = ControllerSettings(verify_ms=TABLE)
+    calm = replay_case(tok, case, "fixed-64", cfg, world=World(table))
+    noisy = [replay_case(tok, case, "fixed-64", cfg, world=World(table, sigma)) for _ in "ab"]
+    assert calm["same_output"] and noisy[0]["same_output"]
+    assert noisy[0]["decode_ms"] == noisy[1]["decode_ms"] != calm["decode_ms"]  # seeded per case
+    # Plain decoding pays the mean of a noisy step too, so a noise-free policy would tie.
+    assert noisy[0]["plain_ms"] > calm["plain_ms"]
+    assert replay_case(tok, case, "fixed-64", cfg)["decode_ms"] < calm["decode_ms"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from edge_spec.apply.plan import plan_apply
+from edge_spec.bench.costfit import noisy_cost
 from edge_spec.bench.modes import load_tasks
 from edge_spec.config.settings import (
     DEMO_TARGET,
@@ -216,23 +218,34 @@ def policy_for(name: str, ctl_cfg: ControllerSettings, case: ReplayCase, n_promp
     raise ValueError(f"unknown replay policy {name!r}: use fixed-K, adaptive or oracle")
 
 
+@dataclass(frozen=True)
+class World:
+    """What verify steps cost in the replayed world: `table` (None: the controller's own
+    prior, so the prior is the truth) times log-normal noise of `noise` per step."""
+
+    table: Mapping[int, float] | None = None
+    noise: float = 0.0
+
+
 def replay_case(tok: Runtime, case: ReplayCase, policy: str, ctl_cfg: ControllerSettings,
                 template: str | None = None, ref_cfg: ReferenceSettings | None = None,
-                controller: Controller | None = None) -> dict[str, Any]:
+                controller: Controller | None = None, world: World = World()) -> dict[str, Any]:
     """Run the real loop over one recorded task with `policy`; the virtual time it took."""
     t = case.task
     plan = plan_apply(tok, t["original"], t["update"], t.get("instruction"), template=template,
                       lang=t.get("language", ""))
-    cost = table_cost(ctl_cfg.verify_ms)
+    cost = table_cost(world.table or ctl_cfg.verify_ms)
     clock = VirtualClock()
-    rt = ReplayRuntime(tok, plan.tokens, case.output_ids, cost, clock)
+    step_cost = noisy_cost(cost, world.noise, f"{t.get('id')}/{policy}")
+    rt = ReplayRuntime(tok, plan.tokens, case.output_ids, step_cost, clock)
     n_out = len(case.output_ids) + (case.finish_reason == "eos")
     pol = policy_for(policy, replace(ctl_cfg), case, len(plan.tokens), cost, controller)
     drafter = ReferenceDrafter(rt, ref_cfg or ReferenceSettings())
     gen = GenConfig(n_out, (), SamplingSettings())
     res = generate(rt, plan.tokens, [drafter], pol, gen, plan.references, clock=clock)
     same = res.tokens == case.output_ids
-    plain_ms = cost(1) * len(res.tokens)
+    # Plain decoding pays the mean of a noisy 1-token step, as every policy's steps do.
+    plain_ms = cost(1) * math.exp(world.noise ** 2 / 2) * len(res.tokens)
     steps = res.stats.steps
     return {"task_id": t.get("id"), "policy": policy, "output_tokens": len(res.tokens),
             "decode_ms": round(clock.ms, 1), "plain_ms": round(plain_ms, 1),
@@ -244,11 +257,12 @@ def replay_case(tok: Runtime, case: ReplayCase, policy: str, ctl_cfg: Controller
 
 def replay_all(tok: Runtime, cases: Sequence[ReplayCase], policies: Sequence[str],
                ctl_cfg: ControllerSettings, template: str | None = None,
-               fresh: bool = False) -> list[dict[str, Any]]:
+               fresh: bool = False, world: World = World()) -> list[dict[str, Any]]:
     """Every case under every policy. Each policy keeps one controller across the cases, in
     order, as `edge-spec bench` keeps one per mode (`fresh`: a new controller per case)."""
     ctls = {p: Controller(ctl_cfg) for p in policies}
-    return [replay_case(tok, c, p, ctl_cfg, template, controller=None if fresh else ctls[p])
+    return [replay_case(tok, c, p, ctl_cfg, template, controller=None if fresh else ctls[p],
+                        world=world)
             for c in cases for p in policies]
 
 
@@ -308,5 +322,5 @@ def summarize_replay(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]
 
 
 __all__ = ["OneHotRows", "OraclePolicy", "ReplayCase", "ReplayRuntime", "VirtualClock",
-           "cases_from_file", "cases_from_results", "parse_traces", "policy_for", "replay_all",
+           "World", "cases_from_file", "cases_from_results", "parse_traces", "policy_for", "replay_all",
            "replay_case", "summarize_replay", "table_cost"]

@@ -142,6 +142,15 @@ class ControllerSettings:
     decay: float = setting(0.98, lo=0.0, hi=1.0)
     request_decay: float = setting(0.1, lo=0.0, hi=1.0)
     cost_smoothing: float = setting(0.3, lo=0.0, hi=1.0)
+    # How many steps' worth of evidence the profile table's shape (cost by forward size,
+    # relative to the other sizes) counts for before measured steps bend it.
+    cost_shape_weight: float = setting(8.0, lo=0.0, hi=1e6)
+    # Per multi-token step, how much of that evidence is kept: a machine's shape changes
+    # rarely (its load moves the shared scale, which follows `cost_smoothing`).
+    cost_shape_decay: float = setting(0.995, lo=0.0, hi=1.0)
+    # The same for one forward size's own departure from the smooth curve (kernels faster at
+    # multiples of their tile width): more steps of that size are needed to move it.
+    cost_size_weight: float = setting(4.0, lo=0.0, hi=1e9)
     probe_every: int = setting(24, lo=1, hi=1 << 20)
     # A drafter model's prefill (once per request) must cost at most this share of the plain
     # decoding time left before it is asked at all.

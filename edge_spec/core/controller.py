@@ -8,19 +8,21 @@ bins 1, 2, 3-4, ..., 65-128) per drafter and draft feature (for reference drafts
 continues the last alignment, and its length), with a geometric prior. A reference draft's
 hazard is the same past its first token (an edit point falls anywhere in it), so its bins past
 the first share one estimate, with a prior worth `prior_events` rejections. Verify costs start
-from the profile's table and are refined online from measured step times. Counts decay every step
-and shrink at each new request, so a feature that once did badly is tried again.
+from the profile's table and are refined online from measured step times (edge_spec.core.costs:
+one shared scale, so one slow step does not make its size look worse than the rest). Counts
+decay every step and shrink at each new request, so a feature that once did badly is tried
+again.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
 
 from edge_spec.config.settings import ControllerSettings
+from edge_spec.core.costs import VerifyCosts
 from edge_spec.core.types import EMPTY, Draft, Drafter
 
 ControllerConfig = ControllerSettings  # the settings tree's [controller] section
@@ -51,17 +53,9 @@ class Controller:
 
     def __init__(self, config: ControllerConfig | None = None) -> None:
         self.cfg = config or ControllerConfig()
-        self._table = sorted(self.cfg.verify_ms.items())
-        self._xs = [x for x, _ in self._table]
-        # The table interpolated once for every size a step can have: the per-step search
-        # over k then costs a lookup per k, not two bisects.
-        self._table_vec = [0.0] + [self._interp(n) for n in range(1, _MAX_POS + 2)]
-        self._table_arr = np.asarray(self._table_vec)
-        self._measured: dict[int, float] = {}
-        # The measured costs by forward size as a vector (NaN: not measured), for the search.
-        self._measured_arr = np.full(_MAX_POS + 2, np.nan)
-        self._costs: np.ndarray | None = None  # verify_ms(n) for every n; reset by observe
-        self._scale = 1.0
+        self._costs = VerifyCosts(self.cfg.verify_ms, _MAX_POS, self.cfg.cost_smoothing,
+                                  self.cfg.cost_shape_weight, self.cfg.cost_shape_decay,
+                                  self.cfg.cost_size_weight)
         # feature -> (events per bin, exposure per bin): a run-length (survival) model. Stored
         # counts are divided by `_g`, the product of all decay factors so far, so decaying
         # every feature is one multiplication (the true count is stored * _g).
@@ -77,30 +71,9 @@ class Controller:
         self._warm: set[str] = set()
 
     # ---- cost model -------------------------------------------------------------------
-    def _table_ms(self, n: int) -> float:
-        if 0 < n < len(self._table_vec):
-            return self._table_vec[n]
-        return self._interp(n)
-
-    def _interp(self, n: int) -> float:
-        xs, table = self._xs, self._table
-        i = bisect_left(xs, n)
-        if i < len(xs) and xs[i] == n:
-            return table[i][1]
-        if i == 0:
-            return table[0][1] * n / xs[0]
-        if i == len(xs):
-            (x0, y0), (x1, y1) = table[-2], table[-1]
-            return y1 + (y1 - y0) / (x1 - x0) * (n - x1)
-        (x0, y0), (x1, y1) = table[i - 1], table[i]
-        return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
-
     def verify_ms(self, n: int) -> float:
         """Predicted cost of one target forward over n tokens (never below one token's cost)."""
-        own = self._measured.get(n, self._table_ms(n) * self._scale)
-        if n == 1:
-            return own
-        return max(own, self._measured.get(1, self._table_ms(1) * self._scale))
+        return self._costs.ms(n)
 
     def draft_ratio(self, source: str) -> float:
         """Drafting cost per token relative to a 1-token verify: learned, else the prior."""
@@ -172,12 +145,7 @@ class Controller:
         if n <= 0:
             return 0, 1.0 / one
         expected = 1.0 + np.cumsum(np.cumprod(self._rates(draft, n)))
-        if self._costs is None:
-            # Costs change only when a step is observed; a step may search more than once.
-            meas = self._measured_arr
-            verify = np.where(np.isnan(meas), self._table_arr * self._scale, meas)
-            self._costs = np.maximum(verify, one)
-        cost = self._costs[2:n + 2]
+        cost = self._costs.vector()[2:n + 2]
         sunk = draft.draft_ms > 0  # already paid: does not depend on k
         per_draft = 0.0 if sunk else self.draft_ms(draft.source, 1)
         if per_draft:
@@ -263,14 +231,7 @@ class Controller:
     def observe(self, draft: Draft, k: int, accepted: int, verify_ms: float) -> None:
         """Record one verify step of k drafted tokens of which `accepted` were accepted."""
         s = self.cfg.cost_smoothing
-        n = k + 1
-        self._costs = None
-        prior = self.verify_ms(n)
-        self._measured[n] = prior + s * (verify_ms - prior)
-        if n < len(self._measured_arr):
-            self._measured_arr[n] = self._measured[n]
-        ratio = verify_ms / max(self._table_ms(n), 1e-6)
-        self._scale += s * 0.25 * (ratio - self._scale)
+        self._costs.observe(k + 1, verify_ms)
         if len(draft) and draft.source != "reference":
             self._warm.add(draft.source)
         if draft.prefill_ms > 0 and draft.prefill_tokens:
