@@ -9,7 +9,9 @@ reference drafter and controller on a virtual clock priced by the profile's veri
 (edge_spec.bench.replay). `--set k_max=64 --set prior_weight=8 --set feature_priors.ref-start=0.998` tries controller
 settings.
 `--world RESULTS` prices steps as that live run paid them (its median per forward size, with its
-step-to-step noise, seeded per task and policy) while the controller starts from the profile.
+step-to-step noise, seeded per task and policy) while the controller starts from the profile;
+`--world-sizes FILE` prices them by a `benchmarks/verify_sizes.py` output (a dense curve, with
+the sizes between powers of two that a calibrated table does not hold).
 """
 
 from __future__ import annotations
@@ -44,7 +46,23 @@ def _settings(profile: str, sets: list[str]) -> ControllerSettings:
     return cfg
 
 
-def _world(path: Path | None, noise: float | None, min_steps: int) -> World:
+def _sizes_table(path: Path) -> dict[int, float]:
+    """n -> median ms from a `benchmarks/verify_sizes.py` output."""
+    table = {}
+    for line in path.read_text().splitlines():
+        cols = line.split()
+        if len(cols) >= 2 and cols[0].isdigit():
+            table[int(cols[0])] = float(cols[1])
+    if 1 not in table or len(table) < 2:
+        sys.exit(f"error: {path} holds no verify_sizes.py table (rows 'n  median ms ...', n = 1 "
+                 "among them); run benchmarks/verify_sizes.py > FILE first")
+    return table
+
+
+def _world(path: Path | None, noise: float | None, min_steps: int,
+           sizes: Path | None = None) -> World:
+    if sizes is not None:
+        return World(_sizes_table(sizes), noise or 0.0)
     if path is None:
         return World(None, noise or 0.0)
     data = json.loads(path.read_text())
@@ -64,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="a bench results.json whose recorded verify times set what steps cost "
                          "(median per size) and their noise; the controller still starts from "
                          "--profile's table (default: the profile's table is the truth)")
+    ap.add_argument("--world-sizes", type=Path, default=None,
+                    help="a benchmarks/verify_sizes.py output whose medians set what steps cost "
+                         "(instead of --world)")
     ap.add_argument("--world-min-steps", type=int, default=5,
                     help="sizes with fewer recorded steps are interpolated in --world's curve")
     ap.add_argument("--noise", type=float, default=None,
@@ -73,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
                          "in order, as a bench run or a server keeps it)")
     a, tok, cases = parse_traces(ap, argv)
     cfg = _settings(a.profile, a.set)
-    world = _world(a.world, a.noise, a.world_min_steps)
+    if a.world and a.world_sizes:
+        ap.exit(2, "error: give --world or --world-sizes, not both\n")
+    world = _world(a.world, a.noise, a.world_min_steps, a.world_sizes)
     rows = replay_all(tok, cases, a.policies.split(","), cfg, a.template, a.fresh, world)
     summary = summarize_replay(rows)
     if a.json:

@@ -121,3 +121,20 @@ def test_a_world_fitted_from_a_run_prices_its_steps_with_their_noise() -> None:
     # Plain decoding pays the mean of a noisy step too, so a noise-free policy would tie.
     assert noisy[0]["plain_ms"] > calm["plain_ms"]
     assert replay_case(tok, case, "fixed-64", cfg)["decode_ms"] < calm["decode_ms"]
+
+
+def test_the_oracle_bounds_every_policy_on_a_tiled_machine() -> None:
+    # Step costs of a machine whose kernels are fast at multiples of 16 rows (measured on
+    # one): 64 rows cost less than 63 or 65, and less per token than 128. The oracle then
+    # verifies the cheapest size per token, not always the whole correct prefix.
+    tiled = {1: 77.0, 2: 120.0, 4: 137.0, 8: 256.0, 9: 278.0, 15: 486.0, 16: 350.0, 17: 422.0,
+             31: 746.0, 32: 639.0, 33: 734.0, 63: 1310.0, 64: 1115.0, 65: 1349.0,
+             127: 2639.0, 128: 2439.0, 129: 2458.0}
+    calibrated = {n: ms for n, ms in tiled.items() if n & (n - 1) == 0}
+    tok, case = _recorded()
+    cfg = ControllerSettings(verify_ms=calibrated)
+    rows = {p: replay_case(tok, case, p, cfg, world=World(tiled))
+            for p in ("adaptive", "fixed-16", "fixed-63", "fixed-64", "fixed-128", "oracle")}
+    assert all(r["same_output"] for r in rows.values())
+    assert rows["oracle"]["decode_ms"] <= min(r["decode_ms"] for r in rows.values())
+    assert rows["fixed-63"]["decode_ms"] < rows["fixed-64"]["decode_ms"]

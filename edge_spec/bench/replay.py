@@ -166,14 +166,20 @@ class ReplayRuntime:
 
 
 class OraclePolicy:
-    """Knows the answer: verifies exactly the draft's correct prefix when that pays.
+    """Knows the answer: covers the draft's correct prefix (plus the bonus token) with the
+    cheapest forwards. Where the cost per token falls with the forward's size that is one
+    forward over the whole prefix; where a machine's kernels are faster at some sizes (64
+    rows can cost less than 63, and less per token than 128) it may split the prefix, or pad
+    the forward with draft tokens it knows are wrong.
 
-    The upper bound of any draft-length policy over the same drafter's proposals.
+    An upper bound on any draft-length policy over the same drafter's proposals, up to
+    planning one correct prefix at a time (a later draft may reach further).
     """
 
     def __init__(self, truth: Sequence[int], n_prompt: int, cost: Callable[[int], float],
                  k_max: int) -> None:
         self.truth, self.n_prompt, self.cost, self.k_max = list(truth), n_prompt, cost, k_max
+        self._c = np.asarray([math.inf] + [cost(n) for n in range(1, k_max + 2)])
 
     def select(self, drafters: Sequence[Drafter], context: Sequence[int],
                limit: int) -> tuple[Draft, int]:
@@ -184,8 +190,31 @@ class OraclePolicy:
         a = 0
         while a < len(draft) and at + a < len(self.truth) and draft.tokens[a] == self.truth[at + a]:
             a += 1
-        pays = a > 0 and (a + 1) / self.cost(a + 1) > 1.0 / self.cost(1)
-        return draft, (a if pays else 0)
+        return draft, self._plan(a, len(draft))
+
+    def _plan(self, a: int, n_draft: int) -> int:
+        """How many draft tokens to verify now, to yield a + 1 tokens in the least time."""
+        if a == 0:
+            return 0
+        c, need = self._c, a + 1
+        # One forward over the whole prefix, padded up to the draft's end where cheaper.
+        whole = need + int(np.argmin(c[need:n_draft + 2]))
+        # Or several exact forwards (one over s tokens yields s): best[t] = least ms to yield
+        # t tokens, last[t] = one forward of that split.
+        best, last = np.zeros(need + 1), np.zeros(need + 1, dtype=np.intp)
+        for t in range(1, need + 1):
+            opts = c[t:0:-1] + best[:t]  # sizes t, t-1, ..., 1 after best[0], ..., best[t-1]
+            i = int(np.argmin(opts))
+            best[t], last[t] = opts[i], t - i
+        if c[whole] <= best[need]:
+            return whole - 1
+        parts, t = [], need
+        while t:
+            parts.append(int(last[t]))
+            t -= parts[-1]
+        # The longest forward first: the order does not change this prefix's cost, and a
+        # prefix that runs past the draft is planned again from where this step ends.
+        return max(parts) - 1
 
     def observe(self, draft: Draft, k: int, accepted: int, verify_ms: float) -> None:
         """Nothing to learn: the oracle already knows."""
