@@ -54,8 +54,9 @@ def _sizes_table(path: Path) -> dict[int, float]:
         if len(cols) >= 2 and cols[0].isdigit():
             table[int(cols[0])] = float(cols[1])
     if 1 not in table or len(table) < 2:
-        sys.exit(f"error: {path} holds no verify_sizes.py table (rows 'n  median ms ...', n = 1 "
-                 "among them); run benchmarks/verify_sizes.py > FILE first")
+        print(f"error: {path} holds no verify_sizes.py table (rows 'n  median ms ...', n = 1 "
+              "among them); run benchmarks/verify_sizes.py > FILE first", file=sys.stderr)
+        sys.exit(2)
     return table
 
 
@@ -78,11 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policies", default=POLICIES)
     ap.add_argument("--template", default=None)
     ap.add_argument("--set", action="append", default=[], help="controller setting NAME=VALUE")
-    ap.add_argument("--world", type=Path, default=None,
+    worlds = ap.add_mutually_exclusive_group()
+    worlds.add_argument("--world", type=Path, default=None,
                     help="a bench results.json whose recorded verify times set what steps cost "
                          "(median per size) and their noise; the controller still starts from "
                          "--profile's table (default: the profile's table is the truth)")
-    ap.add_argument("--world-sizes", type=Path, default=None,
+    worlds.add_argument("--world-sizes", type=Path, default=None,
                     help="a benchmarks/verify_sizes.py output whose medians set what steps cost "
                          "(instead of --world)")
     ap.add_argument("--world-min-steps", type=int, default=5,
@@ -94,8 +96,6 @@ def main(argv: list[str] | None = None) -> int:
                          "in order, as a bench run or a server keeps it)")
     a, tok, cases = parse_traces(ap, argv)
     cfg = _settings(a.profile, a.set)
-    if a.world and a.world_sizes:
-        ap.exit(2, "error: give --world or --world-sizes, not both\n")
     world = _world(a.world, a.noise, a.world_min_steps, a.world_sizes)
     rows = replay_all(tok, cases, a.policies.split(","), cfg, a.template, a.fresh, world)
     summary = summarize_replay(rows)
