@@ -11,7 +11,10 @@ settings.
 `--world RESULTS` prices steps as that live run paid them (its median per forward size, with its
 step-to-step noise, seeded per task and policy) while the controller starts from the profile;
 `--world-sizes FILE` prices them by a `benchmarks/verify_sizes.py` output (a dense curve, with
-the sizes between powers of two that a calibrated table does not hold).
+the sizes between powers of two that a calibrated table does not hold). With step noise one
+replay is one draw, and a controller that learns from noisy steps takes other paths in other
+draws (its median moves by several percent): `--seeds N` replays N draws, averages each task's
+speedup over them and shows the range of the draws' medians.
 """
 
 from __future__ import annotations
@@ -23,7 +26,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from edge_spec.bench.costfit import fit_costs
-from edge_spec.bench.replay import World, parse_traces, replay_all, summarize_replay
+from edge_spec.bench.replay import (
+    World,
+    mean_rows,
+    parse_traces,
+    replay_all,
+    summarize_replay,
+)
 from edge_spec.config.profiles import load_profile
 from edge_spec.config.settings import ControllerSettings
 
@@ -73,6 +82,13 @@ def _world(path: Path | None, noise: float | None, min_steps: int,
     return World(table, sigma if noise is None else noise)
 
 
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="cpu-2core")
@@ -94,13 +110,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh", action="store_true",
                     help="a new controller per task (default: one per policy across the tasks, "
                          "in order, as a bench run or a server keeps it)")
+    ap.add_argument("--seeds", type=_positive, default=1,
+                    help="replay under this many draws of the step noise; each task's speedup "
+                         "is then the mean over the draws, and the medians of each draw are "
+                         "shown as a range")
     a, tok, cases = parse_traces(ap, argv)
     cfg = _settings(a.profile, a.set)
     world = _world(a.world, a.noise, a.world_min_steps, a.world_sizes)
-    rows = replay_all(tok, cases, a.policies.split(","), cfg, a.template, a.fresh, world)
+    draws = [replay_all(tok, cases, a.policies.split(","), cfg, a.template, a.fresh,
+                        replace(world, seed=seed)) for seed in range(a.seeds)]
+    rows = mean_rows(draws)
     summary = summarize_replay(rows)
+    by_draw = [summarize_replay(d) for d in draws]
     if a.json:
-        print(json.dumps({"rows": rows, "summary": summary}))
+        print(json.dumps({"rows": rows, "summary": summary, "draws": by_draw}))
         return 0
     print(f"{'task':28} " + " ".join(f"{p:>10}" for p in a.policies.split(",")))
     for c in cases:
@@ -109,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{tid:28} " + " ".join(f"{sp.get(p) or 0:10.2f}" for p in a.policies.split(",")))
     print(f"{'median':28} " + " ".join(f"{summary[p]['median']:10.2f}" for p in a.policies.split(",")))
     print(f"{'worst':28} " + " ".join(f"{summary[p]['worst']:10.2f}" for p in a.policies.split(",")))
+    if a.seeds > 1:
+        print(f"{'median, range of draws':28} " + " ".join(
+            f"{min(d[p]['median'] for d in by_draw):>4.2f}-{max(d[p]['median'] for d in by_draw):<4.2f}"
+            .rjust(10) for p in a.policies.split(",")))
     if "oracle" in summary:  # (the share of the oracle needs the oracle's replay)
         print(f"{'of oracle (median)':28} " + " ".join(
             f"{summary[p]['of_oracle']:10.2f}" for p in a.policies.split(",")))

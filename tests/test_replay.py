@@ -9,6 +9,7 @@ from edge_spec.bench.costfit import fit_costs
 from edge_spec.bench.replay import (
     ReplayCase,
     World,
+    mean_rows,
     replay_all,
     replay_case,
     summarize_replay,
@@ -138,3 +139,20 @@ def test_the_oracle_bounds_every_policy_on_a_tiled_machine() -> None:
     assert all(r["same_output"] for r in rows.values())
     assert rows["oracle"]["decode_ms"] <= min(r["decode_ms"] for r in rows.values())
     assert rows["fixed-63"]["decode_ms"] < rows["fixed-64"]["decode_ms"]
+
+
+def test_noise_draws_by_seed_and_their_mean() -> None:
+    tok, case = _recorded()
+    cfg = ControllerSettings(verify_ms=TABLE)
+    draws = [replay_all(tok, [case], ["fixed-64", "oracle"], cfg, world=World(TABLE, 0.3, seed))
+             for seed in (0, 1, 2)]
+    first = replay_case(tok, case, "fixed-64", cfg, world=World(TABLE, 0.3))
+    assert draws[0][0]["decode_ms"] == first["decode_ms"]  # seed 0: the draw replays always used
+    assert len({d[0]["decode_ms"] for d in draws}) == 3
+    mean = mean_rows(draws)
+    assert [(r["task_id"], r["policy"]) for r in mean] == [("t0", "fixed-64"), ("t0", "oracle")]
+    assert mean[0]["speedup"] == pytest.approx(np.mean([d[0]["speedup"] for d in draws]),
+                                               abs=1e-3)
+    assert mean[0]["same_output"] and summarize_replay(mean)["fixed-64"]["tasks"] == 1
+    with pytest.raises(ValueError):
+        mean_rows([draws[0], draws[1][::-1]])

@@ -250,10 +250,12 @@ def policy_for(name: str, ctl_cfg: ControllerSettings, case: ReplayCase, n_promp
 @dataclass(frozen=True)
 class World:
     """What verify steps cost in the replayed world: `table` (None: the controller's own
-    prior, so the prior is the truth) times log-normal noise of `noise` per step."""
+    prior, so the prior is the truth) times log-normal noise of `noise` per step; `seed` picks
+    another draw of that noise (0: the draw every earlier replay used)."""
 
     table: Mapping[int, float] | None = None
     noise: float = 0.0
+    seed: int = 0
 
 
 def replay_case(tok: Runtime, case: ReplayCase, policy: str, ctl_cfg: ControllerSettings,
@@ -265,7 +267,8 @@ def replay_case(tok: Runtime, case: ReplayCase, policy: str, ctl_cfg: Controller
                       lang=t.get("language", ""))
     cost = table_cost(world.table or ctl_cfg.verify_ms)
     clock = VirtualClock()
-    step_cost = noisy_cost(cost, world.noise, f"{t.get('id')}/{policy}")
+    key = f"{t.get('id')}/{policy}" + (f"/{world.seed}" if world.seed else "")
+    step_cost = noisy_cost(cost, world.noise, key)
     rt = ReplayRuntime(tok, plan.tokens, case.output_ids, step_cost, clock)
     n_out = len(case.output_ids) + (case.finish_reason == "eos")
     pol = policy_for(policy, replace(ctl_cfg), case, len(plan.tokens), cost, controller)
@@ -335,6 +338,20 @@ def parse_traces(ap: argparse.ArgumentParser, argv: Sequence[str] | None = None,
     return a, tok, cases
 
 
+def mean_rows(draws: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """`replay_all` rows of several noise draws (same cases and policies, in the same order) as
+    one: each task and policy's speedup is its mean over the draws."""
+    out = []
+    for i, row in enumerate(draws[0]):
+        same = [d[i] for d in draws]
+        if any((r["task_id"], r["policy"]) != (row["task_id"], row["policy"]) for r in same):
+            raise ValueError("draws hold different cases or policies")
+        sps = [r["speedup"] for r in same]
+        out.append({**row, "speedup": round(statistics.fmean(sps), 3) if all(sps) else None,
+                    "same_output": all(r["same_output"] for r in same)})
+    return out
+
+
 def summarize_replay(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Median and worst speedup per policy, and how close each gets to the oracle."""
     out: dict[str, dict[str, Any]] = {}
@@ -351,5 +368,5 @@ def summarize_replay(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]
 
 
 __all__ = ["OneHotRows", "OraclePolicy", "ReplayCase", "ReplayRuntime", "VirtualClock",
-           "World", "cases_from_file", "cases_from_results", "parse_traces", "policy_for", "replay_all",
-           "replay_case", "summarize_replay", "table_cost"]
+           "World", "cases_from_file", "cases_from_results", "mean_rows", "parse_traces",
+           "policy_for", "replay_all", "replay_case", "summarize_replay", "table_cost"]
