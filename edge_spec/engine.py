@@ -25,6 +25,7 @@ from edge_spec.apply.verdict import (
     not_exact_error,
     verdicts,
 )
+from edge_spec.config.local import BUILTIN_PROFILE, NO_PROFILE, calibrated_here
 from edge_spec.config.profiles import Profile, find_profile, load_profile
 from edge_spec.config.settings import (
     APPLY_ENGINES,
@@ -101,9 +102,12 @@ class Engine:
     def __init__(self, model: ModelArg = DEMO_TARGET, drafter: ModelArg | None = None,
                  config: EngineConfig | None = None,
                  profile: str | os.PathLike[str] | Profile | None = None) -> None:
-        if profile is not None:  # a Profile, or a shipped profile name or .toml path
-            config = load_profile(profile).engine_config(config)
+        prof = load_profile(profile) if profile is not None else None
+        if prof is not None:  # a Profile, or a shipped profile name or .toml path
+            config = prof.engine_config(config)
         self.config = cfg = config or EngineConfig()
+        # Which profile set the costs, for reports (`build_engine` says when it chose one).
+        self.profile_label = str(prof.path or prof.name) if prof else BUILTIN_PROFILE
         if cfg.drafter.kind not in DRAFT_MODES:
             raise UserError(f"unknown draft mode {cfg.drafter.kind!r}: use one of "
                             f"{', '.join(DRAFT_MODES)}")
@@ -319,35 +323,57 @@ def build_engine(model: str | None = None, drafter: str | None = None, *,
 
     With no model, the demo pair (the profile's drafter model, if it names one). A `bundle`
     (an `edge-spec export` folder, hash-checked) supplies target, drafter, runtime and profile
-    wherever the matching option is not given.
+    wherever the matching option is not given. With no profile named, a profile calibrated on
+    this machine for this target comes before the bundle's recommendation and the defaults;
+    `profile="none"` asks for the built-in defaults.
     """
+    recommended = None
     if bundle is not None:
-        model, drafter, runtime, profile = _bundle_args(bundle, verify_bundle, model, drafter,
-                                                        runtime, profile)
-    prof = load_profile(profile) if profile else None
+        model, drafter, runtime, recommended = _bundle_args(bundle, verify_bundle, model,
+                                                            drafter, runtime)
+    target = model or DEMO_TARGET
+    backend = backend_name(runtime) if runtime else EngineConfig().runtime.backend
+    prof, label = _choose_profile(profile, recommended, target, backend, n_gpu_layers or 0)
     cfg = prof.engine_config() if prof is not None else EngineConfig()
     cfg = cfg.override(n_ctx=n_ctx, threads=threads, n_gpu_layers=n_gpu_layers, kind=draft,
                        backend=backend_name(runtime) if runtime else None, k_max=k_max,
                        guard=guard)
     if drafter is None and model is None and cfg.drafter.kind in ("hybrid", "model"):
         drafter = cfg.drafter.model or DEMO_DRAFTER
-    return Engine(model or DEMO_TARGET, drafter, cfg)
+    engine = Engine(target, drafter, cfg)
+    engine.profile_label = label
+    return engine
+
+
+def _choose_profile(profile: str | None, recommended: str | None, target: str, backend: str,
+                    n_gpu_layers: int) -> tuple[Profile | None, str]:
+    """(the profile, a label for reports): named > calibrated here > recommended > none."""
+    if profile is not None and profile.strip().lower() == NO_PROFILE:
+        return None, BUILTIN_PROFILE
+    if profile:
+        prof = load_profile(profile)
+        return prof, str(prof.path or prof.name)
+    here = calibrated_here(target, backend, n_gpu_layers)
+    if here is not None:
+        return here.profile, here.note()
+    if recommended:
+        try:  # a profile calibrated on the exporting machine may not exist here
+            path = find_profile(recommended)
+        except UserError:
+            return None, BUILTIN_PROFILE
+        return load_profile(path), str(path)
+    return None, BUILTIN_PROFILE
 
 
 def _bundle_args(bundle: str, verify: bool, model: str | None, drafter: str | None,
-                 runtime: str | None, profile: str | None) -> tuple[str, str | None, str, str | None]:
-    """(model, drafter, runtime, profile) with the bundle's filling what the options leave open."""
+                 runtime: str | None) -> tuple[str, str | None, str, str | None]:
+    """(model, drafter, runtime, recommended profile) with the bundle's filling what the
+    options leave open."""
     b = load_bundle(bundle, verify)
     target, b_drafter, rt = b.models(runtime)
     if drafter is None and model is None and b_drafter is not None:
         drafter = str(b_drafter)
-    rec = b.manifest.recommended_profile
-    if profile is None and rec:
-        try:  # a profile calibrated on the exporting machine may not exist here
-            profile = str(find_profile(rec))
-        except UserError:
-            profile = None
-    return model or str(target), drafter, rt, profile
+    return model or str(target), drafter, rt, b.manifest.recommended_profile or None
 
 
 class TextStreamIter:

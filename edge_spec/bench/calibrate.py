@@ -9,7 +9,6 @@ of single-token evals after the same prompt, as a ratio of the target's 1-token 
 from __future__ import annotations
 
 import os
-import platform
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edge_spec.config.local import machine_description
 from edge_spec.config.profiles import CostsSection, Profile
 from edge_spec.config.settings import (
     DEMO_DRAFTER,
@@ -154,23 +154,6 @@ class Queue:
             self._stopped = True
             self._cv.notify_all()
 '''
-
-
-def machine_description(n_gpu_layers: int = 0) -> str:
-    """CPU model and core count (from /proc/cpuinfo where there is one)."""
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    model = model or platform.processor() or platform.machine() or "unknown CPU"
-    text = f"{model}, {os.cpu_count() or 1} cores ({platform.machine()}, {platform.system()})"
-    if n_gpu_layers:
-        text += f", n_gpu_layers={n_gpu_layers}"
-    return text
 
 
 def quant_name(rt: Runtime) -> str:

@@ -15,7 +15,7 @@ from edge_spec.bench.modes import load_tasks, parse_modes
 from edge_spec.bench.peers import PldPeer
 from edge_spec.bench.peers_server import LlamaServerPeer, server_binary
 from edge_spec.bench.report import write_plots, write_results
-from edge_spec.cli.output import emit_json, int_range
+from edge_spec.cli.output import emit_json, int_range, note_profile
 from edge_spec.config.settings import APPLY_ENGINES, BACKENDS, GUARD_MODES, RuntimeSettings
 from edge_spec.engine import build_engine
 
@@ -56,7 +56,8 @@ from edge_spec.engine import build_engine
               help="Backend: llamacpp (GGUF), ort (ONNX folder) or torch (HF folder or GGUF); "
                    "default: the profile's, else llamacpp.")
 @click.option("--profile", envvar="EDGE_SPEC_PROFILE", default=None,
-              help="Hardware profile for the controller and runtime; flags override it.")
+              help="Hardware profile: shipped/calibrated name or .toml path (env EDGE_SPEC_PROFILE; default: the one `edge-spec calibrate` measured here for this target, else built-in; "
+                   "'none': built-in); flags override it.")
 @click.option("--llama-server", "llama_server", default=None, type=click.Path(dir_okay=False),
               help="llama.cpp's llama-server binary for the llama-server* modes "
                    "(default: $LLAMA_SERVER).")
@@ -67,6 +68,7 @@ def bench(**o: Any) -> None:
     tasks = load_tasks(o["tasks_path"], o["limit"], o["skip"])
     engine = build_engine(o["model"], o["drafter"], profile=o["profile"], n_ctx=o["n_ctx"],
                           threads=o["threads"], runtime=o["runtime"])
+    note_profile(engine.profile_label, o["profile"])
     # The llama.cpp peers only compare fairly with a llama.cpp baseline.
     rt = engine.config.runtime
     path = engine.target.path if rt.backend == "llamacpp" else None
@@ -96,7 +98,7 @@ def bench(**o: Any) -> None:
     meta = {"command": "edge-spec " + " ".join(sys.argv[1:]), "tasks": o["tasks_path"],
             "n_tasks": len(tasks), "repeat": o["repeat"], "model": engine.model_name,
             "drafter": engine.drafter_name, "threads": rt.threads or "all",
-            "profile": o["profile"] or "built-in defaults",
+            "profile": engine.profile_label,
             "template": o["template"] or "from the model", "engine": o["apply_engine"], "guard": guard,
             "machine": machine(), "date": _dt.datetime.now().isoformat(timespec="seconds")}
     write_results(out, records, summary, meta)

@@ -60,7 +60,12 @@ def calibrate_cmd(**o: Any) -> None:
     for n, ms in c.verify_ms.items():
         click.echo(f"{n:>3} {ms:>7.1f} {ms / n:>10.2f}", err=True)
     click.echo(f"prefill {c.prefill_ms_per_token:.2f} ms/token, drafter ratio "
-               f"{c.drafter_ratio:.3f}; use it with: edge-spec run --profile {out}", err=True)
+               f"{c.drafter_ratio:.3f}", err=True)
+    if out.parent.resolve() == user_dir().resolve():
+        click.echo("run, serve and bench use it on this machine for this target when no "
+                   "--profile is given", err=True)
+    else:
+        click.echo(f"use it with: edge-spec run --profile {out}", err=True)
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
+from edge_spec.config.local import BUILTIN_PROFILE
 from edge_spec.config.settings import DRAFT_MODES, bounds
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -18,6 +19,12 @@ def emit_json(obj: dict[str, Any]) -> None:
     """One JSON object on stdout: the machine contract."""
     sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
     sys.stdout.flush()
+
+
+def note_profile(label: str, named: str | None) -> None:
+    """On stderr, the profile the engine chose itself (a calibrated one, a bundle's)."""
+    if named is None and label != BUILTIN_PROFILE:
+        click.echo(f"using {label}", err=True)
 
 
 def int_range(cls: type, name: str) -> click.IntRange:

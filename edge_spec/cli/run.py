@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from edge_spec.apply import LANGS
-from edge_spec.cli.output import emit_json, float_range, int_range, model_options
+from edge_spec.cli.output import emit_json, float_range, int_range, model_options, note_profile
 from edge_spec.cli.review import (
     apply_fields,
     diff_text,
@@ -103,7 +103,8 @@ def result_dict(res: Any, engine: Any, text: str) -> dict[str, Any]:
               help="Backend: llamacpp (GGUF), ort (ONNX folder) or torch (HF folder or GGUF); "
                    "default: the profile's, else llamacpp.")
 @click.option("--profile", envvar="EDGE_SPEC_PROFILE", default=None,
-              help="Hardware profile: shipped/calibrated name or .toml path (env EDGE_SPEC_PROFILE); flags override it.")
+              help="Hardware profile: shipped/calibrated name or .toml path (env EDGE_SPEC_PROFILE; default: the one `edge-spec calibrate` measured here for this target, else built-in; "
+                   "'none': built-in); flags override it.")
 @click.option("--no-chat", is_flag=True, help="Send --prompt as raw text, without the chat template.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout when done.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
@@ -126,6 +127,7 @@ def run(**o: Any) -> None:
                           n_ctx=o["n_ctx"], threads=o["threads"],
                           n_gpu_layers=o["n_gpu_layers"], k_max=o["k_max"],
                           runtime=o["runtime"], bundle=o["bundle"], verify_bundle=o["verify"])
+    note_profile(engine.profile_label, o["profile"])
     sampling = SamplingSettings(o["temperature"], o["top_k"], o["top_p"], o["seed"])
     streaming = not o["as_json"] and o["out"] is None and not o["show_diff"]
 

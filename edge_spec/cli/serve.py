@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from edge_spec.cli.output import int_range, model_options
+from edge_spec.cli.output import int_range, model_options, note_profile
 from edge_spec.config.settings import (
     BACKENDS,
     GUARD_MODES,
@@ -16,7 +16,7 @@ from edge_spec.config.settings import (
     RuntimeSettings,
     ServerSettings,
 )
-from edge_spec.engine import build_engine
+from edge_spec.engine import Engine, build_engine
 from edge_spec.errors import UserError, require
 
 
@@ -40,7 +40,12 @@ def engine_options(o: dict[str, Any]) -> dict[str, Any]:
 
 def engine_factory(o: dict[str, Any]):  # noqa: ANN201 - returns a callable
     """A callable that builds the Engine from the command-line options (run at server start)."""
-    return lambda: build_engine(**engine_options(o))
+    def build() -> Engine:
+        engine = build_engine(**engine_options(o))
+        note_profile(engine.profile_label, o.get("profile"))
+        return engine
+
+    return build
 
 
 def serve_cluster(o: dict[str, Any], settings: ServerSettings) -> None:
@@ -61,7 +66,8 @@ def serve_cluster(o: dict[str, Any], settings: ServerSettings) -> None:
               help="Backend: llamacpp (GGUF), ort (ONNX folder) or torch (HF folder or GGUF); "
                    "default: the profile's, else llamacpp.")
 @click.option("--profile", envvar="EDGE_SPEC_PROFILE", default=None,
-              help="Hardware profile: shipped/calibrated name or .toml path; flags override it.")
+              help="Hardware profile: shipped/calibrated name or .toml path (env EDGE_SPEC_PROFILE; default: the one `edge-spec calibrate` measured here for this target, else built-in; "
+                   "'none': built-in); flags override it.")
 @click.option("--host", default=ServerSettings.host, show_default=True, help="Address to listen on.")
 @click.option("--port", type=int_range(ServerSettings, "port"), default=ServerSettings.port,
               show_default=True)
