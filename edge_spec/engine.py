@@ -355,7 +355,7 @@ def _choose_profile(profile: str | None, recommended: str | None, target: str, b
         return prof, str(prof.path or prof.name)
     here = calibrated_here(target, backend, n_gpu_layers)
     if here is not None:
-        return here.profile, here.note()
+        return here.profile, here.label()
     if recommended:
         try:  # a profile calibrated on the exporting machine may not exist here
             path = find_profile(recommended)

@@ -50,6 +50,17 @@ def _pick_dtype(torch: Any, options: RuntimeOptions, cuda: bool) -> Any:
     return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
 
 
+def set_attention(model: Any, name: str) -> None:
+    """Switch the model's attention kernels where transformers can after loading.
+
+    Older transformers (before `set_attn_implementation`) pick the kernels at load time, SDPA
+    where torch has it, so there is nothing to switch.
+    """
+    setter = getattr(model, "set_attn_implementation", None)
+    if setter is not None:
+        setter(name)
+
+
 def load_model(path: Path, dtype_name: str) -> tuple[Any, Any]:
     """(model, tokenizer), without transformers' progress bars on the user's terminal."""
     bars = require("transformers", "torch").utils.logging
@@ -108,7 +119,7 @@ class TorchRuntime:
         # decoding's bit for bit (runtimes/hf_exact.py); on CUDA, speed: SDPA.
         self.batch_invariant = not cuda and make_batch_invariant(self.model)
         if not self.batch_invariant:
-            self.model.set_attn_implementation("sdpa" if cuda else "eager")
+            set_attention(self.model, "sdpa" if cuda else "eager")
         self.tokenizer = tok
         self.name = path.stem if path.is_file() else path.name
         self.path = path

@@ -84,4 +84,4 @@ def test_run_says_which_profile_it_chose(smollm2_path: Path) -> None:
     res = CliRunner().invoke(main, ["run", "--model", str(smollm2_path), "--prompt", "Hi",
                                     "--max-tokens", "4", "--threads", "1", "--json"])
     assert res.exit_code == 0, (res.output, res.exception)
-    assert "using " in res.stderr and "calibrated on this machine" in res.stderr
+    assert f"using profile {user_dir() / 'local.toml'} (calibrated on this machine" in res.stderr

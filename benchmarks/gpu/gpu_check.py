@@ -47,7 +47,7 @@ from edge_spec.core.loop import GenConfig, GenResult, generate
 from edge_spec.core.types import Reference
 from edge_spec.drafters.reference import ReferenceDrafter
 from edge_spec.runtimes.base import host_greedy
-from edge_spec.runtimes.hf import TorchRuntime
+from edge_spec.runtimes.hf import TorchRuntime, set_attention
 from edge_spec.runtimes.hf_exact import make_batch_invariant
 
 HERE = Path(__file__).resolve().parent
@@ -77,6 +77,8 @@ def build_model(args: argparse.Namespace) -> tuple[Any, str]:
     if args.layers:
         cfg["num_hidden_layers"] = cfg["max_window_layers"] = args.layers
     cfg.pop("torch_dtype", None)
+    # Older transformers choose attention kernels when the model is built, from the config.
+    cfg.setdefault("attn_implementation", "sdpa" if args.device == "cuda" else "eager")
     config = transformers.Qwen2Config(**cfg)
     dtype_name = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
     torch.manual_seed(args.seed)
@@ -134,7 +136,7 @@ class RandomTorchRuntime(TorchRuntime):
         # As TorchRuntime does: bit-identical windows on CPU, SDPA for speed on CUDA.
         self.batch_invariant = not cuda and make_batch_invariant(model)
         if not self.batch_invariant:
-            model.set_attn_implementation("sdpa" if cuda else "eager")
+            set_attention(model, "sdpa" if cuda else "eager")
         self.name, self.path, self.options = "random-qwen2", None, RuntimeSettings()
         self.n_vocab = int(model.config.vocab_size)
         self.n_ctx, self.n_batch = n_ctx, n_batch

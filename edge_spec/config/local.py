@@ -46,10 +46,9 @@ class Calibrated:
     profile: Profile
     path: Path
 
-    def note(self) -> str:
-        """One line for stderr and reports: which file, from when, and how to choose another."""
-        return (f"profile {self.path} (calibrated on this machine {self.profile.costs.date}; "
-                f"--profile NAME for another, --profile {NO_PROFILE} for the built-in defaults)")
+    def label(self) -> str:
+        """Which file and from when, for stderr and reports."""
+        return f"{self.path} (calibrated on this machine {self.profile.costs.date})"
 
 
 def _same_model(a: str, b: str) -> bool:
