@@ -53,7 +53,8 @@ class Controller:
 
     def __init__(self, config: ControllerConfig | None = None) -> None:
         self.cfg = config or ControllerConfig()
-        self._costs = VerifyCosts(self.cfg.verify_ms, _MAX_POS, self.cfg.cost_smoothing,
+        self._costs = VerifyCosts(self.cfg.verify_ms, min(self.cfg.k_max, _MAX_POS),
+                                  self.cfg.cost_smoothing,
                                   self.cfg.cost_shape_weight, self.cfg.cost_shape_decay,
                                   self.cfg.cost_size_weight)
         # feature -> (events per bin, exposure per bin): a run-length (survival) model. Stored

@@ -69,6 +69,13 @@ class VerifyCosts:
         own = self._size_sum / (self._size_weight + self._size_w0)
         return (1.0 - w) * node[lo] + w * node[lo + 1] + own
 
+    def _curve_at(self, n: int) -> float:
+        """The smooth part of `_shape()` at one size (its two nodes), without the whole vector."""
+        lo, w, w0 = int(self._node_lo[n]), float(self._node_w[n]), self._w0
+        s, wt = self._sum, self._weight
+        return ((1.0 - w) * float(s[lo]) / (float(wt[lo]) + w0)
+                + w * float(s[lo + 1]) / (float(wt[lo + 1]) + w0))
+
     def vector(self) -> np.ndarray:
         """ms for every n (index n; index 0 unused), never below the 1-token cost."""
         if self._vec is None:
@@ -101,7 +108,8 @@ class VerifyCosts:
         if n >= len(self._base):
             self._log_scale += self._s * (gap - self._log_scale)
             return
-        shape = float(self._shape()[n])
+        own = float(self._size_sum[n]) / (float(self._size_weight[n]) + self._size_w0)
+        shape = self._curve_at(n) + own
         if not self._multi_seen:
             self._multi_seen, self._log_scale = True, gap - shape
         else:
@@ -116,8 +124,7 @@ class VerifyCosts:
         self._weight[lo + 1] += w
         self._size_sum *= self._decay
         self._size_weight *= self._decay
-        node = self._sum / (self._weight + self._w0)
-        self._size_sum[n] += resid - ((1.0 - w) * node[lo] + w * node[lo + 1])
+        self._size_sum[n] += resid - self._curve_at(n)
         self._size_weight[n] += 1.0
 
 
