@@ -86,3 +86,16 @@ def test_a_size_that_is_faster_on_its_own_is_learned() -> None:
     assert c.ms(16) < min(c.ms(15), c.ms(17))
     for n, ms in truth.items():
         assert c.ms(n) == pytest.approx(ms, rel=0.06), n
+
+
+def test_the_one_size_shape_used_per_step_matches_the_whole_vector() -> None:
+    # observe() reads one size's shape (its two nodes and its own term) to stay cheap per step;
+    # it must equal what vector() prices every size with, or learning drifts from prediction.
+    c = _costs()
+    rng = np.random.default_rng(0)
+    for n in rng.integers(2, 300, size=200):
+        c.observe(int(n), c.table_ms(int(n)) * float(rng.lognormal(0.2, 0.3)))
+    shape = c._shape()
+    own = c._size_sum / (c._size_weight + c._size_w0)
+    for n in range(2, 300):
+        assert c._curve_at(n) + own[n] == pytest.approx(shape[n], abs=1e-12)
