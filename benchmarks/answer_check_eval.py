@@ -3,7 +3,7 @@
     python benchmarks/answer_check_eval.py TASKS.jsonl [TASKS2.jsonl ...] [--json] [--seed N]
                                            [--show KIND]
 
-For every task the check (`edge_spec.apply.verdict.answer_problems`) is run on the expected
+For every task the check (`edge_spec.apply.check.verdict.answer_problems`) is run on the expected
 file (a right answer: a finding there is a false alarm) and on wrong answers of the kinds models
 write, each derived from the task with a seeded generator:
 
@@ -32,8 +32,8 @@ from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
+from edge_spec.apply.check.verdict import answer_problems
 from edge_spec.apply.merge import structural_merge
-from edge_spec.apply.verdict import answer_problems
 
 _COMMENT = {"python": "#", "ruby": "#", "shell": "#", "bash": "#", "yaml": "#", "toml": "#"}
 

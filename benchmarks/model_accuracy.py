@@ -6,7 +6,7 @@ For the records of one mode (each task once: the first record wins) it counts ex
 whitespace-equal and token-equal answers, lazy ones (a marker line not in the original), and
 answers that drop original lines outside the edit: a non-blank line the expected file keeps
 from the original (an unchanged block of the original-to-expected diff) that the answer lacks.
-It then re-runs today's answer check (`edge_spec.apply.verdict.answer_problems`) on every answer
+It then re-runs today's answer check (`edge_spec.apply.check.verdict.answer_problems`) on every answer
 and reports how often it calls right answers suspect (false alarms) and wrong ones not suspect
 (misses), so a change to the check can be judged on real model answers.
 """
@@ -19,8 +19,8 @@ from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
+from edge_spec.apply.check.verdict import answer_problems
 from edge_spec.apply.merge import structural_merge
-from edge_spec.apply.verdict import answer_problems
 from edge_spec.bench.metrics import token_equal, ws_equal
 
 

@@ -14,10 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from edge_spec.apply.merge import MergeResult
-from edge_spec.apply.plan import ApplyResult, check_policy, guard_mode, plan_apply
-from edge_spec.apply.region import RegionPlan, plan_regions, run_regions
-from edge_spec.apply.verdict import (
+from edge_spec.apply.check.verdict import (
     MAX_PROBLEMS,
     answer_problems,
     merge_of,
@@ -25,6 +22,9 @@ from edge_spec.apply.verdict import (
     not_exact_error,
     verdicts,
 )
+from edge_spec.apply.merge import MergeResult
+from edge_spec.apply.plan import ApplyResult, check_policy, guard_mode, plan_apply
+from edge_spec.apply.region import RegionPlan, plan_regions, run_regions
 from edge_spec.config.local import BUILTIN_PROFILE, NO_PROFILE, calibrated_here
 from edge_spec.config.profiles import Profile, find_profile, load_profile
 from edge_spec.config.settings import (

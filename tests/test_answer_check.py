@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from edge_spec.apply import lazy_lines
-from edge_spec.apply.markers import snippet_markers
+from edge_spec.apply.check.shown import unshown_changes
+from edge_spec.apply.check.verdict import answer_problems
 from edge_spec.apply.merge import structural_merge
-from edge_spec.apply.shown import unshown_changes
-from edge_spec.apply.verdict import answer_problems
+from edge_spec.apply.merge.markers import snippet_markers
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
 

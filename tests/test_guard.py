@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from edge_spec.apply.guard import apply_guard
-from edge_spec.apply.naive import MARKER
+from edge_spec.apply.guard.build import apply_guard
+from edge_spec.apply.merge.naive import MARKER
 from edge_spec.config.settings import ControllerSettings, EngineConfig
 from edge_spec.core.controller import Controller
 from edge_spec.core.loop import GenConfig, generate

@@ -6,13 +6,13 @@ import random
 
 import pytest
 
-from edge_spec.apply.guard import lines_guard
+from edge_spec.apply.guard.build import lines_guard
+from edge_spec.apply.guard.lines import line_context
+from edge_spec.apply.guard.lineset import LineSet, VocabIndex
+from edge_spec.apply.guard.order import LineOrder
 from edge_spec.config.settings import ControllerSettings, EngineConfig, SamplingSettings
 from edge_spec.core.controller import Controller
-from edge_spec.core.guard import line_context
-from edge_spec.core.lineset import LineSet, VocabIndex
 from edge_spec.core.loop import GenConfig, generate
-from edge_spec.core.order import LineOrder
 from edge_spec.drafters.reference import ReferenceDrafter
 from edge_spec.engine import Engine
 from edge_spec.runtimes.base import Only

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from edge_spec.apply.anchors import LineIndex
-from edge_spec.apply.markers import classify_markers, marker_shape
 from edge_spec.apply.merge import MergeResult, detect_language, structural_merge
-from edge_spec.apply.syntax import parser_for
+from edge_spec.apply.merge.anchors import LineIndex
+from edge_spec.apply.merge.markers import classify_markers, marker_shape
+from edge_spec.apply.merge.syntax import parser_for
 
 PY = '''import os
 import sys

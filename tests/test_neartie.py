@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from edge_spec.apply.guard.lines import LineContext
 from edge_spec.bench.neartie import divergence, first_difference
-from edge_spec.core.guard import LineContext
 from edge_spec.runtimes.fake import FakeRuntime
 
 

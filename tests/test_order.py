@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from edge_spec.apply.guard import context_pairs, hunk_follows, indentations, lines_guard
-from edge_spec.apply.markers import snippet_markers
+from edge_spec.apply.guard.build import context_pairs, hunk_follows, indentations, lines_guard
+from edge_spec.apply.guard.lineset import LineSet, VocabIndex
+from edge_spec.apply.guard.order import LineOrder, OrderState
 from edge_spec.apply.merge import detect_language, structural_merge
-from edge_spec.apply.naive import MARKER
+from edge_spec.apply.merge.markers import snippet_markers
+from edge_spec.apply.merge.naive import MARKER
 from edge_spec.config.settings import ControllerSettings, EngineConfig
 from edge_spec.core.controller import Controller
-from edge_spec.core.lineset import LineSet, VocabIndex
 from edge_spec.core.loop import GenConfig, generate
-from edge_spec.core.order import LineOrder, OrderState
 from edge_spec.drafters.reference import ReferenceDrafter
 from edge_spec.engine import Engine
 from edge_spec.runtimes.fake import FakeRuntime

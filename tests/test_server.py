@@ -24,7 +24,7 @@ httpx = pytest.importorskip("httpx")
 uvicorn = pytest.importorskip("uvicorn")
 pytest.importorskip("fastapi")
 
-from edge_spec.apply.markers import marker_shape  # noqa: E402
+from edge_spec.apply.merge.markers import marker_shape  # noqa: E402
 from edge_spec.apply.plan import plan_apply  # noqa: E402
 from edge_spec.bench.neartie import divergence  # noqa: E402
 from edge_spec.core.verify import SamplingConfig  # noqa: E402

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from edge_spec.apply.markers import marker_shape
-from edge_spec.apply.naive import MARKER
+from edge_spec.apply.merge.markers import marker_shape
+from edge_spec.apply.merge.naive import MARKER
 
 
 def clean_output(raw: str, original: str, prefix: str = "", stop: tuple[str, ...] = (),

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edge_spec.apply.clean import clean_output, lazy_lines
-from edge_spec.apply.guard import apply_guard, context_pairs, hunk_follows, lines_guard
-from edge_spec.apply.markers import snippet_markers
+from edge_spec.apply.guard.build import apply_guard, context_pairs, hunk_follows, lines_guard
 from edge_spec.apply.merge import MergeResult, detect_language, structural_merge
-from edge_spec.apply.naive import MARKER, edit_references
+from edge_spec.apply.merge.markers import snippet_markers
+from edge_spec.apply.merge.naive import MARKER, edit_references
 from edge_spec.apply.templates import Template, build_messages, pick_template
 from edge_spec.config.settings import GUARD_MODES, LAZY_POLICIES
 from edge_spec.core.chat import chat_tokens

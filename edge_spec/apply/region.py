@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from edge_spec.apply.check.verdict import unsure_guess
 from edge_spec.apply.clean import lazy_lines
-from edge_spec.apply.markers import marker_shape, snippet_markers
 from edge_spec.apply.merge import Edit, MergeResult, assemble, split_original
+from edge_spec.apply.merge.markers import marker_shape, snippet_markers
 from edge_spec.apply.plan import ApplyResult
-from edge_spec.apply.verdict import unsure_guess
 from edge_spec.config.settings import ApplySettings
 from edge_spec.core.stats import Stats
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_spec.apply.clean import lazy_lines
-from edge_spec.apply.markers import snippet_markers
+from edge_spec.apply.merge.markers import snippet_markers
 from edge_spec.bench.metrics import (
     MISS_CLASSES,
     line_similarity,

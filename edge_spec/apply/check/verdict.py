@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from edge_spec.apply.markers import marker_shape
+from edge_spec.apply.check.shown import unshown_changes
 from edge_spec.apply.merge import MergeResult, structural_merge
+from edge_spec.apply.merge.markers import marker_shape
+from edge_spec.apply.merge.syntax import error_line, parse
 from edge_spec.apply.plan import ApplyResult
-from edge_spec.apply.shown import unshown_changes
-from edge_spec.apply.syntax import error_line, parse
 from edge_spec.core.stats import Stats
 from edge_spec.errors import UserError
 

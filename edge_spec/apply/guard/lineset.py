@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edge_spec.core.guard import last_line, line_context
-from edge_spec.core.order import LineOrder, OrderState
-from edge_spec.core.vocabindex import VocabIndex
+from edge_spec.apply.guard.lines import last_line, line_context
+from edge_spec.apply.guard.order import LineOrder, OrderState
+from edge_spec.apply.guard.vocabindex import VocabIndex
 from edge_spec.runtimes.base import Only, RowBan
 
 _WS = b" \t"  # indentation
@@ -52,7 +52,7 @@ class LineSet:
     `indents` gives a line the indentations it may have: then it has one of them). `ends`
     (the closing fence) and the end of text may only come after one of `tails` (the last
     lines the answer can have) when `tails` are given, or once every tail line is spent.
-    With `order`, the lines must also keep its order (`edge_spec.core.order`) and the end waits
+    With `order`, the lines must also keep its order (`edge_spec.apply.guard.order`) and the end waits
     for it too. A token that completes a line and starts the next is judged for the next by
     the counts before it and the order after the line it completes. Where the order leaves no
     line to write and may not end (a dead end), it lets go and these rules alone go on: ending

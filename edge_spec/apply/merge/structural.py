@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from pathlib import PurePath
 from typing import Any
 
-from edge_spec.apply.anchors import (
+from edge_spec.apply.merge.anchors import (
     Chain,
     LineIndex,
     candidate_chains,
@@ -52,11 +52,11 @@ from edge_spec.apply.anchors import (
     norm,
     pick_ordered,
 )
-from edge_spec.apply.edges import Ctx
-from edge_spec.apply.markers import Hunk, classify_markers, split_hunks
-from edge_spec.apply.placement import Env, Placement, place
-from edge_spec.apply.structure import Brackets, IndentMap, indent_style, learn_indent
-from edge_spec.apply.syntax import definitions, encode_lines, error_line, parse, reparse
+from edge_spec.apply.merge.edges import Ctx
+from edge_spec.apply.merge.markers import Hunk, classify_markers, split_hunks
+from edge_spec.apply.merge.placement import Env, Placement, place
+from edge_spec.apply.merge.structure import Brackets, IndentMap, indent_style, learn_indent
+from edge_spec.apply.merge.syntax import definitions, encode_lines, error_line, parse, reparse
 
 _ALIASES = {"py": "python", "js": "javascript", "jsx": "javascript", "node": "javascript",
             "ts": "typescript", "golang": "go", "rs": "rust", "c++": "cpp", "cc": "cpp",

@@ -17,17 +17,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
-from edge_spec.apply.anchors import (
+from edge_spec.apply.merge.anchors import (
     anchor_lines,
     best_chain,
     find_blocks,
     indent_of,
     norm,
 )
-from edge_spec.apply.doubts import blank_doubt, chain_doubts, gap_doubts, unmarked_doubts
-from edge_spec.apply.edges import Ctx, Edge, resolve, settle_outer
-from edge_spec.apply.markers import Hunk
-from edge_spec.apply.pins import (
+from edge_spec.apply.merge.doubts import blank_doubt, chain_doubts, gap_doubts, unmarked_doubts
+from edge_spec.apply.merge.edges import Ctx, Edge, resolve, settle_outer
+from edge_spec.apply.merge.markers import Hunk
+from edge_spec.apply.merge.pins import (
     Pair,
     block_end,
     closer_pairs,
@@ -39,7 +39,7 @@ from edge_spec.apply.pins import (
     new_definitions,
     same,
 )
-from edge_spec.apply.structure import viable
+from edge_spec.apply.merge.structure import viable
 
 
 @dataclass

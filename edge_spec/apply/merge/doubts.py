@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from edge_spec.apply.anchors import Block, Chain, best_chain, is_distinctive
-from edge_spec.apply.edges import Ctx
-from edge_spec.apply.markers import Hunk
-from edge_spec.apply.pins import Pair
-from edge_spec.apply.structure import viable
+from edge_spec.apply.merge.anchors import Block, Chain, best_chain, is_distinctive
+from edge_spec.apply.merge.edges import Ctx
+from edge_spec.apply.merge.markers import Hunk
+from edge_spec.apply.merge.pins import Pair
+from edge_spec.apply.merge.structure import viable
 
 _MAX_DELETION = 50
 _BLANK_REACH = 8

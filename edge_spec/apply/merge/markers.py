@@ -28,7 +28,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from edge_spec.apply.anchors import LineIndex, norm
+from edge_spec.apply.merge.anchors import LineIndex, norm
 
 _ELLIPSIS = re.compile(r"\.{3,}|…|\. \. \.")
 # Longest openers first: `{/*` must win over `{`, `/**` over `/*`, `///` over `//`.

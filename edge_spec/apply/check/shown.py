@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from edge_spec.apply.anchors import LineIndex, norm
-from edge_spec.apply.markers import classify_markers
 from edge_spec.apply.merge import MergeResult
+from edge_spec.apply.merge.anchors import LineIndex, norm
+from edge_spec.apply.merge.markers import classify_markers
 
 _MARK = "\0marker"  # never equal to a line's text
 _EDGE = "\0edge"

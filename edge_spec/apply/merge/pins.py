@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from edge_spec.apply.anchors import indent_of, norm
-from edge_spec.apply.edges import Ctx
-from edge_spec.apply.markers import Hunk
-from edge_spec.apply.structure import statement_key, width
-from edge_spec.apply.syntax import Definition, hunk_definitions
+from edge_spec.apply.merge.anchors import indent_of, norm
+from edge_spec.apply.merge.edges import Ctx
+from edge_spec.apply.merge.markers import Hunk
+from edge_spec.apply.merge.structure import statement_key, width
+from edge_spec.apply.merge.syntax import Definition, hunk_definitions
 
 Pair = tuple[int, int, bool]
 PairOk = Callable[[int, int], bool]

@@ -45,7 +45,7 @@ wait for snippet lines left out: their place is behind the answer, and one writt
 is no better than none. Every expected file of the dev sets keeps these rules; a lazy answer
 that jumps from the snippet to the end of the file does not. When no reading is left (a line
 these rules do not allow got through), the order stops constraining; the guard that uses it
-also lets go where it leaves no line at all to write (`edge_spec.core.lineset`).
+also lets go where it leaves no line at all to write (`edge_spec.apply.guard.lineset`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A vocabulary's token bytes arranged for the line guard's lookups (`edge_spec.core.lineset`)."""
+"""A vocabulary's token bytes arranged for the line guard's lookups (`edge_spec.apply.guard.lineset`)."""
 
 from __future__ import annotations
 

@@ -24,10 +24,10 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from difflib import SequenceMatcher
 
+from edge_spec.apply.guard.lines import LineGuard
+from edge_spec.apply.guard.lineset import LineSet, VocabIndex
+from edge_spec.apply.guard.order import LineOrder
 from edge_spec.apply.merge import MergeResult
-from edge_spec.core.guard import LineGuard
-from edge_spec.core.lineset import LineSet, VocabIndex
-from edge_spec.core.order import LineOrder
 
 _LEADERS = ("#", "//", "/*", "<!--", "--", ";", "%", "{/*")
 _ELLIPSIS = r"(?:\.\.\.|…)"
@@ -145,7 +145,7 @@ def lines_guard(original: str, snippet: Sequence[tuple[str, bool]], stop: Sequen
     its lines, each with whether it is a marker; markers are never allowed), and lets it end
     (the closing fence of `stop`, or the end of text) only after the last line of either: a
     merged file ends the way one of them does. With `order`, the lines must also keep the
-    texts' order (`edge_spec.core.order`), where `aligned` (`context_pairs`) reads an
+    texts' order (`edge_spec.apply.guard.order`), where `aligned` (`context_pairs`) reads an
     original line as a hunk's context its copy goes on with the hunk (and so does the copy of
     the line `follows` (`hunk_follows`) puts a sure hunk after), and each line keeps an
     indentation the texts give it (`indentations`)."""

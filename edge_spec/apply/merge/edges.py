@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
-from edge_spec.apply.anchors import LineIndex, norm
-from edge_spec.apply.structure import (
+from edge_spec.apply.merge.anchors import LineIndex, norm
+from edge_spec.apply.merge.structure import (
     Brackets,
     IndentMap,
     restyle,
@@ -38,7 +38,7 @@ from edge_spec.apply.structure import (
     viable,
     width,
 )
-from edge_spec.apply.syntax import Definition, hunk_definitions
+from edge_spec.apply.merge.syntax import Definition, hunk_definitions
 
 _WINDOW = 60
 

@@ -1,0 +1,20 @@
+"""The structural merge: place a lazy edit snippet's hunks into the original, each with a verdict.
+
+`structural.py` drives it; the helpers split the snippet at its markers (`markers`), anchor
+hunks on lines (`anchors`, `pins`) and on the syntax tree (`syntax`, `structure`), settle their
+open edges (`edges`), place them (`placement`) and give the reasons a placement is not sure
+(`doubts`). `naive` is the reference a model drafts from when no merge applies.
+"""
+
+from edge_spec.apply.merge.structural import (
+    Edit,
+    HunkVerdict,
+    MergeResult,
+    assemble,
+    detect_language,
+    split_original,
+    structural_merge,
+)
+
+__all__ = ["Edit", "HunkVerdict", "MergeResult", "assemble", "detect_language", "split_original",
+           "structural_merge"]
