@@ -12,10 +12,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 MAPPED = ("export", "runtimes", "profiles")
