@@ -6,7 +6,6 @@ from edge_spec.apply.clean import clean_output, lazy_lines
 from edge_spec.apply.merge.naive import MARKER, edit_references, naive_merge
 from edge_spec.apply.plan import ApplyPlan, ApplyResult, check_policy, plan_apply
 from edge_spec.apply.templates import (
-    LANGS,
     SYSTEM,
     TEMPLATES,
     Template,
@@ -15,6 +14,6 @@ from edge_spec.apply.templates import (
 )
 from edge_spec.config.settings import LAZY_POLICIES
 
-__all__ = ["LANGS", "LAZY_POLICIES", "MARKER", "SYSTEM", "TEMPLATES", "ApplyPlan", "ApplyResult",
+__all__ = ["LAZY_POLICIES", "MARKER", "SYSTEM", "TEMPLATES", "ApplyPlan", "ApplyResult",
            "Template", "build_messages", "check_policy", "clean_output", "edit_references",
            "lazy_lines", "naive_merge", "pick_template", "plan_apply"]

@@ -54,10 +54,6 @@ TEMPLATES: dict[str, Template] = {
         "<update_file>\n", ("</update_file>",)),
 }
 
-LANGS = {".py": "python", ".js": "javascript", ".ts": "typescript", ".go": "go", ".rs": "rust",
-         ".java": "java", ".c": "c", ".cpp": "cpp", ".rb": "ruby", ".tsx": "tsx", ".jsx": "jsx"}
-
-
 def pick_template(metadata: dict[str, str], override: str | None = None) -> Template:
     """The template named by `override`, else one chosen from the model's GGUF metadata.
 

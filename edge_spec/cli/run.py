@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from edge_spec.apply import LANGS
+from edge_spec.apply.languages import fence_tag
 from edge_spec.cli.output import emit_json, float_range, int_range, model_options, note_profile
 from edge_spec.cli.review import (
     apply_fields,
@@ -178,4 +178,4 @@ def run(**o: Any) -> None:
 
 
 def _lang(path: str) -> str:
-    return LANGS.get(Path(path).suffix.lower(), "") if path != "-" else ""
+    return fence_tag(path)

@@ -40,9 +40,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import PurePath
 from typing import Any
 
+from edge_spec.apply.languages import canonical
 from edge_spec.apply.merge.anchors import (
     Chain,
     LineIndex,
@@ -58,16 +58,6 @@ from edge_spec.apply.merge.placement import Env, Placement, place
 from edge_spec.apply.merge.structure import Brackets, IndentMap, indent_style, learn_indent
 from edge_spec.apply.merge.syntax import definitions, encode_lines, error_line, parse, reparse
 
-_ALIASES = {"py": "python", "js": "javascript", "jsx": "javascript", "node": "javascript",
-            "ts": "typescript", "golang": "go", "rs": "rust", "c++": "cpp", "cc": "cpp",
-            "cxx": "cpp", "h": "c"}
-_EXTENSIONS = {".py": "python", ".pyi": "python", ".js": "javascript", ".jsx": "javascript",
-               ".mjs": "javascript", ".cjs": "javascript", ".ts": "typescript",
-               ".mts": "typescript", ".cts": "typescript", ".tsx": "tsx", ".go": "go",
-               ".rs": "rust", ".java": "java", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp",
-               ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp", ".hxx": "cpp", ".cs": "csharp",
-               ".kt": "kotlin", ".swift": "swift", ".scala": "scala", ".php": "php",
-               ".rb": "ruby", ".sh": "shell", ".lua": "lua", ".sql": "sql"}
 _WHOLE_COVER = 0.5
 
 
@@ -110,10 +100,7 @@ class MergeResult:
 
 def detect_language(lang: str = "", path: str | None = None) -> str:
     """The language name from an explicit `lang`, else from the path's extension ("" unknown)."""
-    name = lang.strip().lower()
-    if name:
-        return _ALIASES.get(name, name)
-    return _EXTENSIONS.get(PurePath(path).suffix.lower(), "") if path else ""
+    return canonical(lang, path)
 
 
 def split_original(text: str) -> tuple[list[str], str, bool]:

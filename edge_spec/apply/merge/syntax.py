@@ -15,34 +15,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-_GRAMMARS: dict[str, tuple[str, str]] = {
-    "python": ("tree_sitter_python", "language"),
-    "javascript": ("tree_sitter_javascript", "language"),
-    "typescript": ("tree_sitter_typescript", "language_typescript"),
-    "tsx": ("tree_sitter_typescript", "language_tsx"),
-    "go": ("tree_sitter_go", "language"),
-    "rust": ("tree_sitter_rust", "language"),
-    "java": ("tree_sitter_java", "language"),
-    "c": ("tree_sitter_c", "language"),
-    "cpp": ("tree_sitter_cpp", "language"),
-}
+from edge_spec.apply.languages import language as lookup
+
 _FUNCTIONS = frozenset("""function_definition function_declaration generator_function_declaration
-method_definition method_declaration constructor_declaration function_item""".split())
+method_definition method_declaration constructor_declaration function_item method singleton_method
+secondary_constructor init_declaration deinit_declaration local_function_declaration
+destructor_declaration operator_declaration property_declaration_with_body""".split())
 _CLASSES = frozenset("""class_definition class_declaration abstract_class_declaration
 interface_declaration enum_declaration type_alias_declaration struct_item enum_item trait_item
 impl_item mod_item type_declaration record_declaration struct_specifier class_specifier
-namespace_definition internal_module module""".split())
+namespace_definition internal_module module class object_declaration object_definition
+trait_definition protocol_declaration struct_declaration namespace_declaration
+trait_declaration singleton_class""".split())
 _BODIES = frozenset("""block class_body interface_body enum_body declaration_list
-field_declaration_list statement_block enum_body_declarations""".split())
+field_declaration_list statement_block enum_body_declarations body_statement template_body
+protocol_body enum_class_body""".split())
 _VALUES = frozenset("arrow_function function_expression function class class_expression".split())
-# Wrappers that let class members parse on their own: (prefix, suffix).
-_MEMBER_WRAP: dict[str, tuple[str, str]] = {
-    "javascript": ("class W__ {\n", "\n}\n"), "typescript": ("class W__ {\n", "\n}\n"),
-    "tsx": ("class W__ {\n", "\n}\n"), "java": ("class W__ {\n", "\n}\n"),
-    "rust": ("impl W__ {\n", "\n}\n"), "cpp": ("struct W__ {\n", "\n};\n"),
-}
-
-
 @dataclass(frozen=True)
 class Definition:
     """A named definition: lines [start, end] inclusive; `head` is its keyword line."""
@@ -56,12 +44,17 @@ class Definition:
     complete: bool = True
 
 
-@functools.cache
-def parser_for(language: str) -> Any | None:
-    """A tree-sitter parser for the language, or None without tree-sitter or its grammar."""
-    spec = _GRAMMARS.get(language)
-    if spec is None:
+def parser_for(language: str, fragment: bool = False) -> Any | None:
+    """A tree-sitter parser for the language (for a snippet hunk with `fragment`), or None
+    without tree-sitter or its grammar."""
+    row = lookup(language)
+    if row is None or row.grammar is None:
         return None
+    return _parser(row.fragment or row.grammar if fragment else row.grammar)
+
+
+@functools.cache
+def _parser(spec: tuple[str, str]) -> Any | None:
     try:  # optional extras: the merge works on lines alone without them
         ts = importlib.import_module("tree_sitter")
         grammar = getattr(importlib.import_module(spec[0]), spec[1])()
@@ -70,8 +63,8 @@ def parser_for(language: str) -> Any | None:
         return None
 
 
-def parse(language: str, data: bytes) -> Any | None:
-    parser = parser_for(language)
+def parse(language: str, data: bytes, fragment: bool = False) -> Any | None:
+    parser = parser_for(language, fragment)
     return None if parser is None else parser.parse(data)
 
 
@@ -222,18 +215,19 @@ def _hunk_definitions(language: str, lines: tuple[str, ...]) -> tuple[Definition
     Lines are hunk-relative. Returns None when the hunk does not parse into definitions; items
     that are not definitions show as kind "other" so callers can see what surrounds a definition.
     """
-    if parser_for(language) is None:
+    row = lookup(language)
+    if parser_for(language, fragment=True) is None or row is None:
         return None
     widths = [len(ln) - len(ln.lstrip()) for ln in lines if ln.strip()]
     cut = min(widths) if widths else 0
     body = "\n".join(ln[cut:] if ln[:cut].strip() == "" else ln.lstrip() for ln in lines) + "\n"
     attempts = [("", "")]
-    if language in _MEMBER_WRAP:
-        attempts.append(_MEMBER_WRAP[language])
+    if row.member_wrap is not None:
+        attempts.append(row.member_wrap)
     best: list[Definition] | None = None
     best_score = -1
     for prefix, suffix in attempts:
-        tree = parse(language, (prefix + body + suffix).encode())
+        tree = parse(language, (prefix + body + suffix).encode(), fragment=True)
         if tree is None:
             return None
         root = tree.root_node
