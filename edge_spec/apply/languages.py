@@ -28,6 +28,10 @@ class Language:
     line_comment: tuple[str, ...] = ("//",)
     block_comment: tuple[tuple[str, str], ...] = _C_BLOCK
     aliases: tuple[str, ...] = ()
+    # How the bracket counter blanks strings and line comments: "python" (`#`, quotes), "js"
+    # (`//`, quotes, backticks), "go" (`//`, char literals, raw strings), "c" (`//`, char
+    # literals), "" (quotes only).
+    lexer: str = ""
 
     @property
     def fence(self) -> str:
@@ -50,30 +54,30 @@ _BRACED = ("class W__ {\n", "\n}\n")
 
 LANGUAGES: tuple[Language, ...] = (
     Language("python", {".py": "python", ".pyi": "python", ".pyw": "python"}, _ts("python"),
-             line_comment=("#",), block_comment=(), aliases=("py", "python3")),
+             line_comment=("#",), block_comment=(), aliases=("py", "python3"), lexer="python"),
     Language("javascript", {".js": "javascript", ".jsx": "jsx", ".mjs": "javascript",
                             ".cjs": "javascript"}, _ts("javascript"), member_wrap=_BRACED,
-             aliases=("js", "jsx", "node", "nodejs")),
+             aliases=("js", "jsx", "node", "nodejs"), lexer="js"),
     Language("typescript", {".ts": "typescript", ".mts": "typescript", ".cts": "typescript"},
-             _ts("typescript", "language_typescript"), member_wrap=_BRACED, aliases=("ts",)),
-    Language("tsx", {".tsx": "tsx"}, _ts("typescript", "language_tsx"), member_wrap=_BRACED),
-    Language("go", {".go": "go"}, _ts("go"), aliases=("golang",)),
+             _ts("typescript", "language_typescript"), member_wrap=_BRACED, aliases=("ts",), lexer="js"),
+    Language("tsx", {".tsx": "tsx"}, _ts("typescript", "language_tsx"), member_wrap=_BRACED, lexer="js"),
+    Language("go", {".go": "go"}, _ts("go"), aliases=("golang",), lexer="go"),
     Language("rust", {".rs": "rust"}, _ts("rust"), member_wrap=("impl W__ {\n", "\n}\n"),
-             aliases=("rs",)),
-    Language("java", {".java": "java"}, _ts("java"), member_wrap=_BRACED),
-    Language("c", {".c": "c", ".h": "c"}, _ts("c"), aliases=("h",)),
+             aliases=("rs",), lexer="c"),
+    Language("java", {".java": "java"}, _ts("java"), member_wrap=_BRACED, lexer="c"),
+    Language("c", {".c": "c", ".h": "c"}, _ts("c"), aliases=("h",), lexer="c"),
     Language("cpp", {".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp",
                      ".hxx": "cpp", ".ipp": "cpp"}, _ts("cpp"),
-             member_wrap=("struct W__ {\n", "\n};\n"), aliases=("c++", "cc", "cxx")),
+             member_wrap=("struct W__ {\n", "\n};\n"), aliases=("c++", "cc", "cxx"), lexer="c"),
     Language("csharp", {".cs": "csharp"}, _ts("c_sharp"), member_wrap=_BRACED,
-             aliases=("c#", "cs", "c-sharp")),
+             aliases=("c#", "cs", "c-sharp"), lexer="c"),
     Language("kotlin", {".kt": "kotlin", ".kts": "kotlin"}, _ts("kotlin"), member_wrap=_BRACED,
-             aliases=("kt",)),
-    Language("swift", {".swift": "swift"}, _ts("swift"), member_wrap=_BRACED),
-    Language("scala", {".scala": "scala", ".sc": "scala"}, _ts("scala"), member_wrap=_BRACED),
+             aliases=("kt",), lexer="c"),
+    Language("swift", {".swift": "swift"}, _ts("swift"), member_wrap=_BRACED, lexer="c"),
+    Language("scala", {".scala": "scala", ".sc": "scala"}, _ts("scala"), member_wrap=_BRACED, lexer="c"),
     Language("php", {".php": "php"}, _ts("php", "language_php"),
              fragment=_ts("php", "language_php_only"), member_wrap=_BRACED,
-             line_comment=("//", "#")),
+             line_comment=("//", "#"), lexer="js"),
     Language("ruby", {".rb": "ruby", ".rake": "ruby", ".gemspec": "ruby"}, _ts("ruby"),
              member_wrap=("class W__\n", "\nend\n"), line_comment=("#",),
              block_comment=(("=begin", "=end"),), aliases=("rb",)),

@@ -16,6 +16,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from edge_spec.apply.languages import language as lookup
+
 _DQ = r'"(?:\\.|[^"\\])*"'
 _SQ = r"'(?:\\.|[^'\\])*'"
 _CHAR = r"'(?:\\.[^']*|[^'\\])'"  # char literals only: Rust lifetimes and C quotes are not strings
@@ -27,9 +29,6 @@ _STRIP: dict[str, re.Pattern[str]] = {
     "c": re.compile(f"{_DQ}|{_CHAR}|//.*$"),
     "": re.compile(f"{_DQ}|{_CHAR}"),
 }
-_FAMILY = {"python": "python", "javascript": "js", "typescript": "js", "tsx": "js", "go": "go",
-           "rust": "c", "java": "c", "c": "c", "cpp": "c", "csharp": "c", "kotlin": "c",
-           "swift": "c", "scala": "c", "php": "js"}
 _OPEN, _CLOSE = "([{", ")]}"
 
 
@@ -37,7 +36,8 @@ class Brackets:
     """Per-line bracket profiles (net depth change, lowest depth reached), strings ignored."""
 
     def __init__(self, language: str) -> None:
-        self._strip = _STRIP[_FAMILY.get(language, "")]
+        row = lookup(language)
+        self._strip = _STRIP[row.lexer if row else ""]
         self._cache: dict[str, tuple[int, int]] = {}
         self._code: dict[str, str] = {}
 
