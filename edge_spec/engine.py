@@ -32,7 +32,11 @@ from edge_spec.config.settings import (
     DEMO_DRAFTER,
     DEMO_TARGET,
     DRAFT_MODES,
+    ApplyEngine,
+    DraftMode,
     EngineConfig,
+    GuardMode,
+    LazyPolicy,
     SamplingSettings,
 )
 from edge_spec.core.chat import Message, chat_tokens, text_tokens
@@ -234,11 +238,11 @@ class Engine:
 
     def apply(self, original: str, update: str, instruction: str | None = None, *,
               template: str | None = None, lang: str = "", max_tokens: int | None = None,
-              sampling: SamplingSettings | None = None, draft: str | None = None,
+              sampling: SamplingSettings | None = None, draft: DraftMode | None = None,
               fixed_k: int | None = None, on_delta: Delta | None = None,
-              cancel: threading.Event | None = None, on_lazy: str = "keep",
-              engine: str = "auto", path: str | None = None,
-              guard: str | bool | None = None) -> ApplyResult:
+              cancel: threading.Event | None = None, on_lazy: LazyPolicy = "keep",
+              engine: ApplyEngine = "auto", path: str | None = None,
+              guard: GuardMode | bool | None = None) -> ApplyResult:
         """Merge an edit snippet into a file.
 
         `engine`: "auto" returns the structural merge when it is sure of every hunk (no model
@@ -295,7 +299,7 @@ class Engine:
         return res
 
     def _regions(self, original: str, update: str, merge: MergeResult,
-                 engine: str) -> RegionPlan | None:
+                 engine: ApplyEngine) -> RegionPlan | None:
         """The windows the model rewrites; by region when the file would not fit the context."""
         plan = plan_regions(original, update, merge, self.config.apply, force=engine == "region")
         if plan is not None or engine == "region":

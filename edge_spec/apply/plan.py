@@ -18,7 +18,13 @@ from edge_spec.apply.merge import MergeResult, detect_language, structural_merge
 from edge_spec.apply.merge.markers import snippet_markers
 from edge_spec.apply.merge.naive import MARKER, edit_references
 from edge_spec.apply.templates import Template, build_messages, pick_template
-from edge_spec.config.settings import GUARD_MODES, LAZY_POLICIES
+from edge_spec.config.settings import (
+    GUARD_MODES,
+    LAZY_POLICIES,
+    AnsweredBy,
+    GuardMode,
+    LazyPolicy,
+)
 from edge_spec.core.chat import chat_tokens
 from edge_spec.core.guard import Guard
 from edge_spec.core.stats import Stats
@@ -42,7 +48,7 @@ class ApplyResult:
     fallback: str | None = None
     # Who wrote the file ("merge": the structural merge alone, no model; "model"), the merge's
     # verdict per hunk, and what the answer check found wrong with a model's file.
-    engine: str = "model"
+    engine: AnsweredBy = "model"
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     suspect: list[str] = field(default_factory=list)
     language: str = ""
@@ -87,7 +93,7 @@ class ApplyPlan:
         original's)."""
         return clean_output(raw, self.original, self.prefix, self.stop, stopped)
 
-    def finish(self, raw: str, stats: Stats, tokens: list[int], on_lazy: str = "keep"
+    def finish(self, raw: str, stats: Stats, tokens: list[int], on_lazy: LazyPolicy = "keep"
                ) -> ApplyResult:
         """The result of a finished generation, with the lazy-answer policy applied."""
         text = self.clean(raw, stats.finish_reason == "stop")
@@ -99,7 +105,7 @@ class ApplyPlan:
 def plan_apply(target: Runtime, original: str, update: str, instruction: str | None = None, *,
                template: str | None = None, lang: str = "",
                max_tokens: int | None = None, merged: str | None = None,
-               guard: str | bool = "order", merge: MergeResult | None = None) -> ApplyPlan:
+               guard: GuardMode | bool = "order", merge: MergeResult | None = None) -> ApplyPlan:
     """Build the plan for merging `update` into `original` with `target`.
 
     `merged` (the structural merge's best text, when there is one) replaces the naive merge as
@@ -139,12 +145,13 @@ def plan_apply(target: Runtime, original: str, update: str, instruction: str | N
                      merged=merged_ref.text, guard=line_guard, markers=markers)
 
 
-def guard_mode(guard: str | bool) -> str:
-    """`lines`, `markers` or `off` (True is the default guard, `lines`; False is `off`)."""
-    mode = {True: "order", False: "off"}.get(guard, guard) if isinstance(guard, bool) else guard
-    if mode not in GUARD_MODES:
-        raise UserError(f"unknown guard {guard!r}: use one of {', '.join(GUARD_MODES)}")
-    return mode
+def guard_mode(guard: str | bool) -> GuardMode:
+    """A guard mode from user input (True is the default guard, `order`; False is `off`)."""
+    mode = ("order" if guard else "off") if isinstance(guard, bool) else guard
+    for known in GUARD_MODES:
+        if mode == known:
+            return known
+    raise UserError(f"unknown guard {guard!r}: use one of {', '.join(GUARD_MODES)}")
 
 
 def check_policy(on_lazy: str) -> None:
@@ -152,7 +159,7 @@ def check_policy(on_lazy: str) -> None:
         raise UserError(f"unknown on_lazy {on_lazy!r}: use one of {', '.join(LAZY_POLICIES)}")
 
 
-def _lazy_policy(res: ApplyResult, policy: str, original: str, merged: str,
+def _lazy_policy(res: ApplyResult, policy: LazyPolicy, original: str, merged: str,
                  markers: tuple[str, ...] = ()) -> ApplyResult:
     """Apply `policy` to an answer with elided code: keep it, use `merged` (the naive merge, LF
     line ends), or refuse."""

@@ -15,8 +15,9 @@ from edge_spec.bench.modes import load_tasks, parse_modes
 from edge_spec.bench.peers import PldPeer
 from edge_spec.bench.peers_server import LlamaServerPeer, server_binary
 from edge_spec.bench.report import write_plots, write_results
-from edge_spec.cli.output import emit_json, int_range, note_profile
-from edge_spec.config.settings import APPLY_ENGINES, BACKENDS, GUARD_MODES, RuntimeSettings
+from edge_spec.cli.options import chosen_guard, guard_options, model_options, runtime_options
+from edge_spec.cli.output import emit_json, note_profile
+from edge_spec.config.settings import APPLY_ENGINES
 from edge_spec.engine import build_engine
 
 
@@ -35,29 +36,14 @@ from edge_spec.engine import build_engine
               show_default=True,
               help="Apply engine for our modes: model (speed: the model writes every file), auto "
                    "(accuracy: the structural merge where it is sure) or merge.")
-@click.option("--guard", "guard", type=click.Choice(GUARD_MODES), default="order",
-              show_default=True,
-              help="The decode-time apply guard (part of the target): lines of the original and "
-                   "the snippet in their order, those lines in any order, no marker lines, or "
-                   "off (for before/after measurements).")
-@click.option("--no-guard", is_flag=True, help="The same as --guard off.")
 @click.option("--no-baseline", is_flag=True,
               help="Do not add the plain mode (accuracy runs; no speedups then).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench-out",
               show_default=True)
-@click.option("--model", default=None, help="Target (default: the demo 1.5B).")
-@click.option("--drafter", default=None, help="Drafter (default: the demo 0.5B with the demo target).")
 @click.option("--max-tokens", type=click.IntRange(1), default=None, help="Cap output tokens per task.")
-@click.option("--threads", type=int_range(RuntimeSettings, "threads"), default=None,
-              help="CPU threads (0: all; default: the profile's).")
-@click.option("--n-ctx", type=int_range(RuntimeSettings, "n_ctx"), default=None,
-              help="Context size (default: the profile's, else 8192).")
-@click.option("--runtime", type=click.Choice(BACKENDS), default=None,
-              help="Backend: llamacpp (GGUF), ort (ONNX folder) or torch (HF folder or GGUF); "
-                   "default: the profile's, else llamacpp.")
-@click.option("--profile", envvar="EDGE_SPEC_PROFILE", default=None,
-              help="Hardware profile: shipped/calibrated name or .toml path (env EDGE_SPEC_PROFILE; default: the one `edge-spec calibrate` measured here for this target, else built-in; "
-                   "'none': built-in); flags override it.")
+@model_options
+@runtime_options
+@guard_options
 @click.option("--llama-server", "llama_server", default=None, type=click.Path(dir_okay=False),
               help="llama.cpp's llama-server binary for the llama-server* modes "
                    "(default: $LLAMA_SERVER).")
@@ -66,8 +52,10 @@ def bench(**o: Any) -> None:
     """Benchmark plain decoding, edge-spec and peers side by side; JSON + Markdown + PNG."""
     modes = parse_modes(o["modes"], baseline=not o["no_baseline"])
     tasks = load_tasks(o["tasks_path"], o["limit"], o["skip"])
-    engine = build_engine(o["model"], o["drafter"], profile=o["profile"], n_ctx=o["n_ctx"],
-                          threads=o["threads"], runtime=o["runtime"])
+    engine = build_engine(o["model"], o["drafter"], profile=o["profile"], draft=o["draft"],
+                          n_ctx=o["n_ctx"], threads=o["threads"],
+                          n_gpu_layers=o["n_gpu_layers"], runtime=o["runtime"],
+                          bundle=o["bundle"], verify_bundle=o["verify"])
     note_profile(engine.profile_label, o["profile"])
     # The llama.cpp peers only compare fairly with a llama.cpp baseline.
     rt = engine.config.runtime
@@ -84,7 +72,7 @@ def bench(**o: Any) -> None:
         else:
             drafter = engine.drafter_path
             peers.server = LlamaServerPeer(binary, path, rt.n_ctx, rt.threads, drafter)
-    guard = "off" if o["no_guard"] else o["guard"]
+    guard = chosen_guard(o["guard"], o["no_guard"]) or engine.config.apply.guard
     opts = RunOptions(o["max_tokens"], o["template"], o["apply_engine"], guard)
     total = len(tasks) * len(modes) * o["repeat"]
     try:

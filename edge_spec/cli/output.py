@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from edge_spec.config.local import BUILTIN_PROFILE, NO_PROFILE
-from edge_spec.config.settings import DRAFT_MODES, bounds
+from edge_spec.config.settings import bounds
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -37,22 +37,3 @@ def int_range(cls: type, name: str) -> click.IntRange:
 def float_range(cls: type, name: str) -> click.FloatRange:
     lo, hi = bounds(cls, name)
     return click.FloatRange(lo, hi)
-
-
-def model_options(fn: F) -> F:
-    """The model-selection options `run` and `serve` share (--model ... --draft)."""
-    opts = [
-        click.option("--model", default=None,
-                     help="Target model: catalogue name, .gguf path or hf:ORG/REPO/FILE."),
-        click.option("--drafter", default=None, help="Drafter model (same tokenizer as the target)."),
-        click.option("--bundle", default=None, type=click.Path(file_okay=False),
-                     help="An `edge-spec export` bundle: its target, drafter and runtime "
-                          "(flags win)."),
-        click.option("--verify", is_flag=True,
-                     help="With --bundle: re-hash every file, not only changed ones."),
-        click.option("--draft", type=click.Choice(DRAFT_MODES), default=None,
-                     help="Drafting: hybrid (default), reference, model or none (plain decoding)."),
-    ]
-    for opt in reversed(opts):
-        fn = opt(fn)
-    return fn

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
 from edge_spec.apply.languages import fence_tag
-from edge_spec.cli.output import emit_json, float_range, int_range, model_options, note_profile
+from edge_spec.apply.plan import ApplyResult
+from edge_spec.cli.options import chosen_guard, guard_options, model_options, runtime_options
+from edge_spec.cli.output import emit_json, float_range, int_range, note_profile
 from edge_spec.cli.review import (
     apply_fields,
     diff_text,
@@ -21,15 +25,17 @@ from edge_spec.cli.review import (
 )
 from edge_spec.config.settings import (
     APPLY_ENGINES,
-    BACKENDS,
-    GUARD_MODES,
     LAZY_POLICIES,
     MAX_POINT,
+    ApplyEngine,
+    Backend,
     ControllerSettings,
-    RuntimeSettings,
+    DraftMode,
+    GuardMode,
+    LazyPolicy,
     SamplingSettings,
 )
-from edge_spec.engine import build_engine
+from edge_spec.engine import Engine, build_engine
 from edge_spec.errors import UserError
 from edge_spec.fsutil import check_writable, read_text_file, write_text
 
@@ -70,12 +76,6 @@ def result_dict(res: Any, engine: Any, text: str) -> dict[str, Any]:
               help="Code apply: when the check finds the model's file wrong (snippet lines "
                    "missing, original code dropped outside the edit, a parse error): leave "
                    "--out untouched, or write it anyway; either way exit code 3.")
-@click.option("--guard", "guard", type=click.Choice(GUARD_MODES), default=None,
-              help="Code apply: what the model may write (part of the target): order: only "
-                   "lines of the original and the snippet, in their order (default); lines: "
-                   "those lines in any order; markers: "
-                   "anything but marker lines the original lacks; off: anything.")
-@click.option("--no-guard", is_flag=True, help="Code apply: the same as --guard off.")
 @click.option("--diff", "show_diff", is_flag=True,
               help="Code apply: print the change as a unified diff with each hunk's verdict "
                    "instead of the file (with --out, the file is written too).")
@@ -86,6 +86,8 @@ def result_dict(res: Any, engine: Any, text: str) -> dict[str, Any]:
                    "fail. A streamed answer is already out: it gets a warning and exit code 3.")
 @click.option("--lang", default="", help="Language tag for the code fence (default: from the file name).")
 @model_options
+@runtime_options
+@guard_options
 @click.option("--reference", "references", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="A text file the output is likely to copy (repeatable).")
 @click.option("--max-tokens", type=click.IntRange(1), default=None, help="Output token limit.")
@@ -96,86 +98,131 @@ def result_dict(res: Any, engine: Any, text: str) -> dict[str, Any]:
 @click.option("--seed", type=int, default=None)
 @click.option("--k-max", type=int_range(ControllerSettings, "k_max"), default=None, help="Longest draft.")
 @click.option("--fixed-k", type=click.IntRange(0, MAX_POINT), default=None, help="Fixed draft length (no adaptation).")
-@click.option("--n-ctx", type=int_range(RuntimeSettings, "n_ctx"), default=None, help="Context size.")
-@click.option("--threads", type=int_range(RuntimeSettings, "threads"), default=None, help="CPU threads (0: all).")
-@click.option("--n-gpu-layers", type=int, default=None, help="Layers to offload to the GPU.")
-@click.option("--runtime", type=click.Choice(BACKENDS), default=None,
-              help="Backend: llamacpp (GGUF), ort (ONNX folder) or torch (HF folder or GGUF); "
-                   "default: the profile's, else llamacpp.")
-@click.option("--profile", envvar="EDGE_SPEC_PROFILE", default=None,
-              help="Hardware profile: shipped/calibrated name or .toml path (env EDGE_SPEC_PROFILE; default: the one `edge-spec calibrate` measured here for this target, else built-in; "
-                   "'none': built-in); flags override it.")
 @click.option("--no-chat", is_flag=True, help="Send --prompt as raw text, without the chat template.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout when done.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
 def run(**o: Any) -> None:
     """Run the main job: code apply, or free generation, speculative by default."""
-    applying = o["original"] is not None or o["update"] is not None
-    if applying and (o["original"] is None or o["update"] is None):
+    _run(RunArgs(**o))
+
+
+@dataclass(frozen=True)
+class RunArgs:
+    """`run`'s options, typed (click passes them by these names)."""
+
+    prompt: str | None
+    original: str | None
+    update: str | None
+    instruction: str | None
+    out: str | None
+    template: str | None
+    apply_engine: ApplyEngine
+    on_suspect: str
+    guard: GuardMode | None
+    no_guard: bool
+    show_diff: bool
+    on_lazy: LazyPolicy
+    lang: str
+    model: str | None
+    drafter: str | None
+    bundle: str | None
+    verify: bool
+    draft: DraftMode | None
+    runtime: Backend | None
+    profile: str | None
+    threads: int | None
+    n_ctx: int | None
+    n_gpu_layers: int | None
+    references: tuple[str, ...]
+    max_tokens: int | None
+    stop: tuple[str, ...]
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: int | None
+    k_max: int | None
+    fixed_k: int | None
+    no_chat: bool
+    as_json: bool
+    quiet: bool
+
+    @property
+    def applying(self) -> bool:
+        return self.original is not None or self.update is not None
+
+    @property
+    def streaming(self) -> bool:
+        return not self.as_json and self.out is None and not self.show_diff
+
+
+def _check(a: RunArgs) -> None:
+    if a.applying and (a.original is None or a.update is None):
         raise UserError("code apply needs both --original FILE and --update FILE")
-    if applying == (o["prompt"] is not None):
+    if a.applying == (a.prompt is not None):
         raise UserError("pass either --prompt TEXT or --original FILE --update FILE")
-    if o["original"] == "-" and o["update"] == "-":
+    if a.original == "-" and a.update == "-":
         raise UserError("only one of --original and --update can read stdin ('-')")
-    if applying:
-        original = read_text_file(o["original"], "original")
-        update = read_text_file(o["update"], "update")
-    refs = [read_text_file(p, "reference") for p in o["references"]]
-    if o["out"]:
-        check_writable(o["out"])  # before any model runs: a bad --out loses nothing
-    engine = build_engine(o["model"], o["drafter"], profile=o["profile"], draft=o["draft"],
-                          n_ctx=o["n_ctx"], threads=o["threads"],
-                          n_gpu_layers=o["n_gpu_layers"], k_max=o["k_max"],
-                          runtime=o["runtime"], bundle=o["bundle"], verify_bundle=o["verify"])
-    note_profile(engine.profile_label, o["profile"])
-    sampling = SamplingSettings(o["temperature"], o["top_k"], o["top_p"], o["seed"])
-    streaming = not o["as_json"] and o["out"] is None and not o["show_diff"]
 
-    def on_delta(delta: str) -> None:
-        sys.stdout.write(delta)
-        sys.stdout.flush()
 
-    cb = on_delta if streaming else None
+def _on_delta(delta: str) -> None:
+    sys.stdout.write(delta)
+    sys.stdout.flush()
+
+
+def _run(a: RunArgs) -> None:
+    _check(a)
+    texts = (read_text_file(a.original, "original"), read_text_file(a.update, "update")) \
+        if a.original is not None and a.update is not None else None
+    refs = [read_text_file(p, "reference") for p in a.references]
+    if a.out:
+        check_writable(a.out)  # before any model runs: a bad --out loses nothing
+    engine = build_engine(a.model, a.drafter, profile=a.profile, draft=a.draft, n_ctx=a.n_ctx,
+                          threads=a.threads, n_gpu_layers=a.n_gpu_layers, k_max=a.k_max,
+                          runtime=a.runtime, bundle=a.bundle, verify_bundle=a.verify)
+    note_profile(engine.profile_label, a.profile)
+    sampling = SamplingSettings(a.temperature, a.top_k, a.top_p, a.seed)
+    cb = _on_delta if a.streaming else None
     exit_code = 0
-    if applying:
-        lang = o["lang"] or _lang(o["original"])
-        policy = "keep" if streaming else o["on_lazy"]
-        res = engine.apply(original, update, o["instruction"], template=o["template"], lang=lang,
-                           max_tokens=o["max_tokens"], sampling=sampling, fixed_k=o["fixed_k"],
-                           on_delta=cb, on_lazy=policy, engine=o["apply_engine"],
-                           guard="off" if o["no_guard"] else o["guard"],
-                           path=None if o["original"] == "-" else o["original"])
-        text = res.text
-        if streaming and not res.raw.endswith("\n") and text.endswith("\n"):
-            sys.stdout.write("\n")
-        if o["show_diff"]:
-            print_diff(diff_text(original, text, Path(o["original"]).name))
-        if not o["quiet"]:
-            for line in verdict_lines(res) if o["show_diff"] else []:
-                click.echo(line, err=True)
-            click.echo(engine_note(res, o["apply_engine"]), err=True)
-        exit_code = lazy_warning(res, streaming, o["on_lazy"])
-        wrote = streaming or (o["on_suspect"] == "write" and bool(o["out"]))
-        exit_code = suspect_warning(res, wrote=wrote) or exit_code
+    if texts is not None:
+        res, exit_code = _apply(a, engine, texts[0], texts[1], sampling, cb)
     else:
-        res = engine.generate(o["prompt"], max_tokens=o["max_tokens"] or 512, stop=o["stop"],
-                              sampling=sampling, references=refs, chat=not o["no_chat"],
-                              fixed_k=o["fixed_k"], on_delta=cb)
-        text = res.text
-        if streaming:
+        res = engine.generate(a.prompt or "", max_tokens=a.max_tokens or 512, stop=a.stop,
+                              sampling=sampling, references=refs, chat=not a.no_chat,
+                              fixed_k=a.fixed_k, on_delta=cb)
+        if a.streaming:
             sys.stdout.write("\n")
     sys.stdout.flush()
-    d = result_dict(res, engine, text)
-    refuse = applying and bool(res.suspect) and o["on_suspect"] == "refuse"  # type: ignore[union-attr]
-    if o["out"] and not refuse:
-        write_text(o["out"], text)
-    if o["as_json"]:
+    d = result_dict(res, engine, res.text)
+    refuse = texts is not None and bool(res.suspect) and a.on_suspect == "refuse"
+    if a.out and not refuse:
+        write_text(a.out, res.text)
+    if a.as_json:
         emit_json(d)
-    elif not o["quiet"] and d.get("engine") != "merge":  # a merge has no decoding to report
+    elif not a.quiet and d.get("engine") != "merge":  # a merge has no decoding to report
         click.echo(summary_line(d), err=True)
     if exit_code:
         sys.exit(exit_code)
 
 
-def _lang(path: str) -> str:
-    return fence_tag(path)
+def _apply(a: RunArgs, engine: Engine, original: str, update: str, sampling: SamplingSettings,
+           cb: Callable[[str], None] | None) -> tuple[ApplyResult, int]:
+    """The apply itself, its diff and notes on stderr, and the exit code its checks give."""
+    assert a.original is not None
+    lang = a.lang or fence_tag(a.original)
+    policy: LazyPolicy = "keep" if a.streaming else a.on_lazy
+    res = engine.apply(original, update, a.instruction, template=a.template, lang=lang,
+                       max_tokens=a.max_tokens, sampling=sampling, fixed_k=a.fixed_k,
+                       on_delta=cb, on_lazy=policy, engine=a.apply_engine,
+                       guard=chosen_guard(a.guard, a.no_guard),
+                       path=None if a.original == "-" else a.original)
+    if a.streaming and not res.raw.endswith("\n") and res.text.endswith("\n"):
+        sys.stdout.write("\n")
+    if a.show_diff:
+        print_diff(diff_text(original, res.text, Path(a.original).name))
+    if not a.quiet:
+        for line in verdict_lines(res) if a.show_diff else []:
+            click.echo(line, err=True)
+        click.echo(engine_note(res, a.apply_engine), err=True)
+    exit_code = lazy_warning(res, a.streaming, a.on_lazy)
+    wrote = a.streaming or (a.on_suspect == "write" and bool(a.out))
+    return res, suspect_warning(res, wrote=wrote) or exit_code

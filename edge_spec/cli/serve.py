@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from edge_spec.cli.output import int_range, model_options, note_profile
+from edge_spec.cli.options import model_options
+from edge_spec.cli.output import int_range, note_profile
 from edge_spec.config.settings import (
     BACKENDS,
     GUARD_MODES,

@@ -11,26 +11,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Literal, get_args
 
 DEMO_TARGET = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 DEMO_DRAFTER = "qwen2.5-coder-0.5b-instruct"
 
-BACKENDS = ("llamacpp", "ort", "torch")
+Backend = Literal["llamacpp", "ort", "torch"]
+BACKENDS: tuple[Backend, ...] = get_args(Backend)
 BACKEND_ALIASES: Mapping[str, str] = {
     "onnx": "ort", "onnxruntime": "ort", "hf": "torch", "transformers": "torch",
     "llama.cpp": "llamacpp",
 }
-DRAFT_MODES = ("hybrid", "reference", "model", "none")
+DraftMode = Literal["hybrid", "reference", "model", "none"]
+DRAFT_MODES: tuple[DraftMode, ...] = get_args(DraftMode)
 DTYPES = ("auto", "float32", "float16", "bfloat16")
-APPLY_ENGINES = ("auto", "model", "merge", "region")
+# What a request asks for; `AnsweredBy` is who wrote the file it got back.
+ApplyEngine = Literal["auto", "model", "merge", "region"]
+APPLY_ENGINES: tuple[ApplyEngine, ...] = get_args(ApplyEngine)
+AnsweredBy = Literal["merge", "model", "region"]
 EXPORT_FORMATS = ("gguf", "onnx")
 ONNX_QUANTS = ("int4", "int8", "none")
 ONNX_EXPORTERS = ("builder", "optimum")
 ONNX_TARGETS = ("cpu", "cuda")
-LAZY_POLICIES = ("keep", "naive", "error")
+LazyPolicy = Literal["keep", "naive", "error"]
+LAZY_POLICIES: tuple[LazyPolicy, ...] = get_args(LazyPolicy)
 # The apply guard: only lines of the original and the snippet, no marker lines, or none.
-GUARD_MODES = ("order", "lines", "markers", "off")
+GuardMode = Literal["order", "lines", "markers", "off"]
+GUARD_MODES: tuple[GuardMode, ...] = get_args(GuardMode)
 COST_SOURCES = ("measured", "estimated")
 # The verify-cost table of a profile must cover at least these draft+1 sizes.
 REQUIRED_POINTS = (1, 2, 4, 8, 16, 32, 64, 128)

@@ -8,6 +8,7 @@ open edges (`edges`), place them (`placement`) and give the reasons a placement 
 
 from edge_spec.apply.merge.structural import (
     Edit,
+    HunkStatus,
     HunkVerdict,
     MergeResult,
     assemble,
@@ -16,5 +17,5 @@ from edge_spec.apply.merge.structural import (
     structural_merge,
 )
 
-__all__ = ["Edit", "HunkVerdict", "MergeResult", "assemble", "detect_language", "split_original",
+__all__ = ["Edit", "HunkStatus", "HunkVerdict", "MergeResult", "assemble", "detect_language", "split_original",
            "structural_merge"]

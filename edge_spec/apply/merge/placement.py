@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from typing import Literal
 
 from edge_spec.apply.merge.anchors import (
     anchor_lines,
@@ -57,12 +58,16 @@ class Env:
     matched: dict[int, int] = field(default_factory=dict)  # snippet line -> original line
 
 
+# A hunk's verdict: placed for sure, placed with a doubt, or not placed at all.
+HunkStatus = Literal["exact", "ambiguous", "unplaced"]
+
+
 @dataclass(frozen=True)
 class Placement:
     start: int
     end: int
     lines: tuple[str, ...]
-    status: str
+    status: HunkStatus
     reason: str
     pairs: tuple[tuple[int, int], ...] = ()
 

@@ -54,7 +54,7 @@ from edge_spec.apply.merge.anchors import (
 )
 from edge_spec.apply.merge.edges import Ctx
 from edge_spec.apply.merge.markers import Hunk, classify_markers, split_hunks
-from edge_spec.apply.merge.placement import Env, Placement, place
+from edge_spec.apply.merge.placement import Env, HunkStatus, Placement, place
 from edge_spec.apply.merge.structure import Brackets, IndentMap, indent_style, learn_indent
 from edge_spec.apply.merge.syntax import definitions, encode_lines, error_line, parse, reparse
 
@@ -66,7 +66,7 @@ class HunkVerdict:
     """How one hunk was placed. Spans: snippet lines 1-based inclusive, original 0-based [a, b)."""
 
     index: int
-    status: str  # "exact" | "ambiguous" | "unplaced"
+    status: HunkStatus
     reason: str
     snippet_span: tuple[int, int]
     original_span: tuple[int, int] | None
@@ -167,8 +167,9 @@ def structural_merge(original: str, snippet: str, lang: str = "",
 
 def _into_empty(hunks: Sequence[Hunk], marked: bool, eol: str, language: str) -> MergeResult:
     lines = [ln for h in hunks for ln in h.lines]
-    status, reason = (("ambiguous", "markers refer to an empty original") if marked
-                      else ("exact", "the original is empty: the snippet is the file"))
+    status: HunkStatus = "ambiguous" if marked else "exact"
+    reason = ("markers refer to an empty original" if marked
+              else "the original is empty: the snippet is the file")
     verdicts = tuple(HunkVerdict(h.index, status, reason, h.span, (0, 0)) for h in hunks)
     return MergeResult(eol.join(lines) + eol, verdicts, language)
 
