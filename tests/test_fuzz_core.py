@@ -20,7 +20,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, event, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from edge_spec.drafters.base import Reference  # noqa: E402
+from edge_spec.core.types import Reference  # noqa: E402
 
 fc = load_fuzz("fuzz_core")
 _ENV = os.environ.get("EDGE_SPEC_FUZZ_EXAMPLES")

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from edge_spec.core.controller import Controller, ControllerConfig
+from edge_spec.config.settings import ControllerSettings
+from edge_spec.core.controller import Controller
 from edge_spec.core.loop import GenConfig, generate
-from edge_spec.drafters.base import Draft
+from edge_spec.core.types import Draft
 from edge_spec.drafters.model import ModelDrafter
 from edge_spec.drafters.reference import ReferenceDrafter
 from edge_spec.errors import UserError
@@ -58,7 +59,7 @@ class Oracle:
 
 
 def flat_ctl(k_max: int = 64) -> Controller:
-    return Controller(ControllerConfig(k_max=k_max, verify_ms={1: 10.0, 128: 11.0}))
+    return Controller(ControllerSettings(k_max=k_max, verify_ms={1: 10.0, 128: 11.0}))
 
 
 @pytest.mark.parametrize("fixed_k", [1, 2, 4, 8, 32, None])
@@ -97,7 +98,7 @@ def test_adaptive_backs_off_when_drafts_fail() -> None:
     clock = VirtualClock()  # the fake's latency, not the machine's load, prices the steps
     rt = target(latency_ms=(8.0, 4.0), clock=clock)
     p = prompt(rt)
-    ctl = Controller(ControllerConfig(verify_ms={1: 12.0, 2: 16.0, 8: 40.0, 64: 264.0}))
+    ctl = Controller(ControllerSettings(verify_ms={1: 12.0, 2: 16.0, 8: 40.0, 64: 264.0}))
     res = generate(rt, p, [Oracle(want, len(p), wrong=True)], ctl, GenConfig(150), clock=clock)
     assert res.tokens == want
     late = res.stats.steps[len(res.stats.steps) // 2:]

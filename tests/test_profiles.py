@@ -19,8 +19,9 @@ from edge_spec.config.profiles import (
     profile_names,
     shipped_dir,
 )
-from edge_spec.core.controller import Controller, ControllerConfig
-from edge_spec.drafters.base import Draft
+from edge_spec.config.settings import ControllerSettings
+from edge_spec.core.controller import Controller
+from edge_spec.core.types import Draft
 from edge_spec.errors import UserError
 
 SHIPPED = sorted(p.stem for p in shipped_dir().glob("*.toml"))
@@ -129,7 +130,7 @@ def test_partial_profile_gets_defaults(tmp_path: Path) -> None:
     path.write_text("[controller]\nk_max = 8\n\n" + costs)
     prof = load_profile(path)
     assert prof.name == "mine" and prof.controller.k_max == 8 and prof.runtime.threads == 0
-    assert prof.controller_config().prior_weight == ControllerConfig().prior_weight
+    assert prof.controller_config().prior_weight == ControllerSettings().prior_weight
 
 
 # ---- the controller and a profile's cost table ------------------------------------------
@@ -225,7 +226,7 @@ def test_run_profile_precedence(captured: dict, monkeypatch: pytest.MonkeyPatch)
     assert captured["cfg"].controller.verify_ms[1] == pytest.approx(17.72)
     monkeypatch.delenv("EDGE_SPEC_PROFILE")
     one_line_error(invoke("run", "--prompt", "x"))
-    assert captured["cfg"].controller == ControllerConfig()
+    assert captured["cfg"].controller == ControllerSettings()
 
 
 def test_run_unknown_profile_is_one_line_error(captured: dict, tmp_path: Path) -> None:

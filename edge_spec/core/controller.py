@@ -25,9 +25,6 @@ from edge_spec.config.settings import ControllerSettings
 from edge_spec.core.costs import VerifyCosts
 from edge_spec.core.types import EMPTY, Draft, Drafter
 
-ControllerConfig = ControllerSettings  # the settings tree's [controller] section
-
-
 # Position bins of the run-length model: draft token j (1-based) falls in the bin containing it.
 _BINS: tuple[tuple[int, int], ...] = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32),
                                       (33, 64), (65, 128), (129, 512))
@@ -51,8 +48,8 @@ class Controller:
     """Chooses which drafter to ask and how much of its draft to verify, from acceptance
     estimates and verify/draft costs."""
 
-    def __init__(self, config: ControllerConfig | None = None) -> None:
-        self.cfg = config or ControllerConfig()
+    def __init__(self, config: ControllerSettings | None = None) -> None:
+        self.cfg = config or ControllerSettings()
         self._costs = VerifyCosts(self.cfg.verify_ms, min(self.cfg.k_max, _MAX_POS),
                                   self.cfg.cost_smoothing,
                                   self.cfg.cost_shape_weight, self.cfg.cost_shape_decay,

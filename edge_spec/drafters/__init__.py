@@ -1,8 +1,5 @@
 """Drafters propose tokens for the target to verify: reference (prompt lookup) and model.
 
-A "hybrid" is not a drafter of its own: it is a list of drafters the controller arbitrates.
+The `Drafter` protocol and the `Draft` it returns live in `edge_spec.core.types` (the loop uses
+them). A "hybrid" is not a drafter of its own: it is a list of drafters the controller arbitrates.
 """
-
-from edge_spec.core.types import Draft, Drafter, Reference
-
-__all__ = ["Draft", "Drafter", "Reference"]

@@ -31,7 +31,7 @@ with atheris.instrument_imports(include=["edge_spec", "fuzz_core"]):
     import fuzz_core
 
     import edge_spec.config.profiles  # noqa: F401 - imported lazily by fuzz_core: instrument it here
-    from edge_spec.drafters.base import Reference
+    from edge_spec.core.types import Reference
 
 REPO = Path(__file__).resolve().parents[2]
 TOKS = [0, 1, 2] + [b + 3 for b in b"ab \n(){}"] + [0xC3 + 3, 0xA9 + 3]
