@@ -57,9 +57,8 @@ TEMPLATES: dict[str, Template] = {
 def pick_template(metadata: dict[str, str], override: str | None = None) -> Template:
     """The template named by `override`, else one chosen from the model's GGUF metadata.
 
-    A model not trained on an apply format gets `instruct`: on the demo target it merged 14/60
-    dev tasks exactly (11 of the 40 that all three ran), against 5/40 for `fastapply` and 3/40
-    for `aixapply` (benchmarks/cpu-2core-templates).
+    A model not trained on an apply format gets `instruct`: on the demo target it merges more
+    dev tasks exactly than the other two formats (docs/benchmarks.md, "templates").
     """
     if override:
         if override not in TEMPLATES:

@@ -17,7 +17,7 @@ class PldPeer:
 
         self._cls = LlamaPromptLookupDecoding
         # logits_all=True: without it the peer crashes with a numpy broadcast error (its scores
-        # buffer is sized for n_batch rows), as DESIGN.md section 5 records.
+        # buffer is sized for n_batch rows).
         self.llm = Llama(model_path=str(model_path), n_ctx=n_ctx, n_threads=threads or None,
                          n_threads_batch=threads or None, logits_all=True,
                          draft_model=LlamaPromptLookupDecoding(), verbose=False)

@@ -1,5 +1,5 @@
 """`edge-spec inspect PATH [PATH2]`: what a GGUF, ONNX folder, HF checkpoint or bundle holds,
-and for two paths whether they pair as target and drafter (DESIGN.md section 7).
+and for two paths whether they pair as target and drafter (docs/design.md, "Pairing").
 """
 
 from __future__ import annotations

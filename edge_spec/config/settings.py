@@ -121,8 +121,8 @@ DEFAULT_VERIFY_MS: Mapping[int, float] = {
     1: 45.8, 2: 87.3, 4: 144.2, 8: 333.6, 16: 440.8, 32: 782.2, 64: 1535.8, 128: 2800.4,
 }
 # Per-token acceptance priors per draft feature (prefix match). An apply answer's start and a
-# copy that has held for 8 tokens or more break only at an edit point (the rates measured on
-# recorded apply runs under the default guard: benchmarks/README.md, "controller priors"), so
+# copy that has held for 8 tokens or more break only at an edit point (per-feature rates of
+# recorded apply runs under the default guard: docs/benchmarks.md, "controller priors"), so
 # they are priced for long drafts from the first step. A fresh match keeps a doubtful prior:
 # in free text it is mostly a coincidence, wrong from its first token. Learned estimates
 # replace them.

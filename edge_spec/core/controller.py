@@ -207,7 +207,7 @@ class Controller:
                limit: int) -> tuple[Draft, int]:
         """Ask the drafters in order; the first draft worth verifying wins: (draft, k).
 
-        This is the hybrid of DESIGN.md: the reference drafter when it has a match that pays,
+        This is the hybrid (docs/design.md): the reference drafter when it has a match that pays,
         else the model drafter when its expected gain pays for its cost, else plain decoding.
         """
         fallback, fallback_k = EMPTY, None

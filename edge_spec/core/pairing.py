@@ -1,4 +1,4 @@
-"""Can this drafter draft for this target? llama.cpp's rule (DESIGN.md section 7)."""
+"""Can this drafter draft for this target? llama.cpp's rule (docs/design.md, "Pairing")."""
 
 from __future__ import annotations
 

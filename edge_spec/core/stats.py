@@ -20,7 +20,7 @@ class Step:
 
 @dataclass
 class Stats:
-    """What one generation did; `to_dict` is the JSON contract of DESIGN.md section 9."""
+    """What one generation did; `to_dict` is the JSON contract (docs/design.md, "Machine-readable output")."""
 
     prompt_tokens: int = 0
     cached_tokens: int = 0

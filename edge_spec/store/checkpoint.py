@@ -1,4 +1,4 @@
-"""Safety checks for model folders before a library opens them (DESIGN.md section 7).
+"""Safety checks for model folders before a library opens them (docs/design.md, "Pitfalls").
 
 Hugging Face checkpoints load from safetensors only: a pickle file can run code when unpickled.
 

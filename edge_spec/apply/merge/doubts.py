@@ -42,11 +42,11 @@ def _strong(ctx: Ctx, keys: Sequence[str], b: Block) -> bool:
 def chain_doubts(ctx: Ctx, hunk: Hunk, keys: Sequence[str], blocks: Sequence[Block],
                   chain: Chain | None, lo: int, hi: int, uniq: Sequence[tuple[int, int]],
                   pinned: bool, noop: bool) -> list[str]:
-    if chain is None:
-        return [] if pinned else ["only brackets or weak lines anchor the hunk"]
     """Whether the chain's place is in doubt: not pinned by a unique strong block, rivalled by
     another placement, or (for a hunk that changes nothing where it sits) by one where it would
     change something."""
+    if chain is None:
+        return [] if pinned else ["only brackets or weak lines anchor the hunk"]
     out = _outer_doubts(ctx, hunk, keys, chain, lo, hi)
     alt = best_chain(blocks, (chain.start, chain.end), ctx.index, keys, uniq)
     if noop:  # a hunk that changes nothing is there to show a deletion, or is widened context
