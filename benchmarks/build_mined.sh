@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Rebuild benchmarks/data/code_apply_mined.jsonl from mirrors of the source repositories.
+# MIRRORS holds one bare git dir per repository at MIRRORS/<owner>+<name>/repo (a
+# `git clone --bare` at the HEAD named in benchmarks/data/README.md gives the same tasks).
+set -euo pipefail
+MIRRORS=${MIRRORS:-/work/.mirror}
+OUT=${1:-benchmarks/data/code_apply_mined.jsonl}
+: > "$OUT"
+mine() {
+    local repo=$1
+    shift
+    python3 benchmarks/mine_commits.py "$MIRRORS/${repo/\//+}/repo" --repo "$repo" "$@" >> "$OUT"
+}
+mine rack/rack --limit 10
+mine slimphp/Slim --limit 10
+mine jbogard/MediatR --limit 8 --first-parent
+mine App-vNext/Polly --limit 8
+mine bats-core/bats-core --limit 10
+mine square/kotlinpoet --limit 10
+mine apple/swift-argument-parser --limit 10
+mine com-lihaoyi/os-lib --limit 10
+mine nvim-lua/plenary.nvim --limit 10
+mine google/gson --limit 10
+mine dtolnay/anyhow --limit 10
+mine redis/hiredis --limit 10
+mine gabime/spdlog --limit 10 --ext-lang .h=cpp
+mine h5bp/html5-boilerplate --limit 8
+mine pgvector/pgvector --limit 3 --only sql
