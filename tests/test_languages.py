@@ -7,7 +7,7 @@ import pytest
 from edge_spec.apply.languages import LANGUAGES, canonical, fence_tag, language, marker_line
 from edge_spec.apply.merge import detect_language
 from edge_spec.apply.merge.markers import marker_shape
-from edge_spec.apply.merge.syntax import parse, parser_for
+from edge_spec.apply.merge.syntax import guess_language, parse, parser_for
 
 # A small valid file per language: its grammar must parse it without an error.
 SAMPLES = {
@@ -63,3 +63,19 @@ def test_aliases_and_markers() -> None:
     assert marker_line("lua") == "-- ... existing code ..."
     assert marker_line("html") == "<!-- ... existing code ... -->"
     assert marker_line("nope") == "// ... existing code ..."
+
+
+@pytest.mark.parametrize("text, lang", [
+    ("#!/usr/bin/env bash\necho hi\n", "bash"), ("#!/usr/bin/python3\nprint(1)\n", "python"),
+    ("import os\n\n\ndef f(x):\n    return os.path.join(x, 'a')\n\n\nclass A:\n    pass\n",
+     "python"),
+    ("package p\n\nimport \"fmt\"\n\nfunc F() {\n\tfmt.Println(1)\n}\n", "go"),
+    ("export function f(a) {\n  return a + 1;\n}\n\nexport const g = (b) => {\n  return b;\n};\n",
+     "javascript"),
+    ("use std::fmt;\n\npub struct A {\n    x: i32,\n}\n\nimpl A {\n    fn f(&self) -> i32 { 1 }\n}\n",
+     "rust"),
+    ("a: 1\nb:\n  - 2\n  - 3\nc: {d: 4}\ne: f\n", ""),  # data parses as code too: no guess
+    ("x = 1\ny = 2\n", ""),  # too short to tell
+])
+def test_language_from_content(text: str, lang: str) -> None:
+    assert guess_language(text.splitlines()) == lang

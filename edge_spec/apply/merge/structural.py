@@ -56,7 +56,14 @@ from edge_spec.apply.merge.edges import Ctx
 from edge_spec.apply.merge.markers import Hunk, classify_markers, split_hunks
 from edge_spec.apply.merge.placement import Env, HunkStatus, Placement, place
 from edge_spec.apply.merge.structure import Brackets, IndentMap, indent_style, learn_indent
-from edge_spec.apply.merge.syntax import definitions, encode_lines, error_line, parse, reparse
+from edge_spec.apply.merge.syntax import (
+    definitions,
+    encode_lines,
+    error_line,
+    guess_language,
+    parse,
+    reparse,
+)
 
 _WHOLE_COVER = 0.5
 
@@ -129,8 +136,9 @@ def structural_merge(original: str, snippet: str, lang: str = "",
     >>> r.text, r.exact
     ('a = 1\\nb = 20\\nc = 3\\n', True)
     """
-    language = detect_language(lang, path)
     olines, eol, final = split_original(original)
+    # No name and no known extension (stdin, a temp file): the content, where it is unmistakable.
+    language = detect_language(lang, path) or guess_language(olines)
     slines = _snippet_lines(snippet)
     index = LineIndex(olines)
     is_marker = classify_markers(slines, index, language)

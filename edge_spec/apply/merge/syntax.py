@@ -275,3 +275,41 @@ def _items(root: Any, offset: int, n: int) -> list[Definition]:
         out.append(Definition(kind, name, max(start, 0), node.start_point[0] - offset,
                               min(end, n - 1), "", _whole(child)))
     return out
+
+
+# Languages content detection may return, in order of preference within a family: JavaScript
+# parses as TypeScript and C as C++, so the narrower grammar wins when both parse. Grammars that
+# accept almost any text (Bash, the data and markup formats) are never guessed; PHP only with
+# its opening tag, since outside it PHP's grammar takes everything as text.
+_FAMILIES: tuple[tuple[str, ...], ...] = (
+    ("python",), ("javascript", "typescript", "tsx"), ("go",), ("rust",), ("java",),
+    ("c", "cpp"), ("csharp",), ("kotlin",), ("swift",), ("scala",), ("ruby",), ("lua",),
+    ("php",),
+)
+_MIN_LINES = 5  # fewer nonblank lines than this say too little to tell languages apart
+
+
+def guess_language(lines: Sequence[str]) -> str:
+    """The language a file's content is written in when exactly one family's grammar parses it
+    without an error and finds a named definition in it, else "" (too short, no grammar parses
+    it, several do, or the parse holds no definition: data files parse as code too)."""
+    if lines and lines[0].startswith("#!"):  # `#!/usr/bin/env python3`: the interpreter says
+        words = lines[0][2:].replace("/", " ").split()
+        words = words[words.index("env") + 1:] if "env" in words else words[-1:]
+        row = lookup(words[0].rstrip("0123456789.")) if words else None
+        return row.name if row else ""
+    if sum(1 for ln in lines if ln.strip()) < _MIN_LINES:
+        return ""
+    data = encode_lines(lines)
+    found = []
+    for family in _FAMILIES:
+        if family == ("php",) and b"<?php" not in data:
+            continue
+        for name in family:
+            tree = parse(name, data)
+            if tree is not None and not tree.root_node.has_error:
+                found.append(name) if definitions_of(tree.root_node) else None
+                break
+        if len(found) > 1:
+            return ""
+    return found[0] if found else ""
