@@ -34,6 +34,7 @@ from typing import Any
 
 from edge_spec.apply.check.verdict import answer_problems
 from edge_spec.apply.merge import structural_merge
+from edge_spec.bench.modes import read_text
 
 _COMMENT = {"python": "#", "ruby": "#", "shell": "#", "bash": "#", "yaml": "#", "toml": "#"}
 
@@ -115,7 +116,7 @@ def main() -> int:
     ap.add_argument("--show", default="", help="print the tasks of this kind the check gets "
                     "wrong (right: flagged; other kinds: not flagged)")
     args = ap.parse_args()
-    tasks = [json.loads(line) for p in args.tasks for line in p.read_text().splitlines()
+    tasks = [json.loads(line) for p in args.tasks for line in read_text(p).splitlines()
              if line.strip()]
     counts, rows = evaluate(tasks, args.seed)
     if args.json:

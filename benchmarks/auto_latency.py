@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 
 from edge_spec.apply.merge import structural_merge
+from edge_spec.bench.modes import read_text
 from edge_spec.engine import Engine
 
-DEV = Path(__file__).resolve().parent / "data" / "code_apply_dev.jsonl"
+DEV = Path(__file__).resolve().parent / "data" / "code_apply_dev.jsonl.gz"
 
 
 def _timed(cmd: list[str]) -> float:
@@ -36,7 +37,7 @@ def main() -> int:
     ap.add_argument("tasks", nargs="?", type=Path, default=DEV)
     ap.add_argument("--cli", type=int, default=0, help="time this many tasks through the CLI")
     args = ap.parse_args()
-    tasks = [json.loads(x) for x in args.tasks.read_text().splitlines() if x.strip()]
+    tasks = [json.loads(x) for x in read_text(args.tasks).splitlines() if x.strip()]
     sure = [t for t in tasks if structural_merge(t["original"], t["update"],
                                                  t.get("language") or "", t.get("path")).exact]
     engine, ms, right = Engine(), [], 0

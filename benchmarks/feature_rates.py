@@ -7,7 +7,7 @@ reference drafter has them (up to 512 tokens), so every draft is judged to its f
 token. Per feature: drafts, rejections, how many of them at the first token, and the per-token
 hazard past the first token; the two rates the controller's pooled model of a reference draft
 has (`edge_spec.core.controller`). `DEFAULT_FEATURE_PRIORS` in `edge_spec/config/settings.py`
-come from these tables (benchmarks/README.md, "controller priors").
+come from these tables (benchmarks/results/controller-replay-2core/README.md).
 """
 
 from __future__ import annotations

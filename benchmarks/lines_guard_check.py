@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from edge_spec.apply.plan import plan_apply
+from edge_spec.bench.modes import read_text
 from edge_spec.config.settings import DEMO_TARGET, RuntimeSettings
 from edge_spec.core.guard import guard_state
 from edge_spec.runtimes.base import Only
@@ -39,7 +40,7 @@ def main() -> int:
     builds: list[float] = []
     walk = 0.0
     for path in args.tasks:
-        for task in map(json.loads, path.read_text().splitlines()):
+        for task in map(json.loads, read_text(path).splitlines()):
             n += 1
             t0 = time.perf_counter()
             plan = plan_apply(rt, task["original"], task["update"], task.get("instruction"),

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_spec.apply.merge import MergeResult, structural_merge
+from edge_spec.bench.modes import read_text
 
 _COLUMNS = ("tasks", "exact_correct", "exact_WRONG", "ambiguous", "unplaced", "correct",
             "correct_ws")
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="time each merge this many times and keep the fastest")
     args = parser.parse_args(argv)
     tasks = [json.loads(line) for path in args.tasks
-             for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+             for line in read_text(path).splitlines() if line.strip()]
     if args.scale:
         tasks = scaled(tasks, args.scale)
     rows = [run_task(t, args.repeat) for t in tasks]

@@ -13,9 +13,11 @@ import datetime as dt
 import json
 from pathlib import Path
 
+from model_accuracy import results_file  # (run as a script: benchmarks/ is on the path)
+
 from edge_spec.apply import lazy_lines
 from edge_spec.bench.bench import machine, summarize
-from edge_spec.bench.modes import load_tasks
+from edge_spec.bench.modes import load_tasks, read_text
 from edge_spec.bench.report import write_results
 
 
@@ -33,8 +35,7 @@ def main() -> None:
     args = ap.parse_args()
     records: list[dict] = []
     for run in args.runs:
-        path = run / "results.json" if run.is_dir() else run
-        records += json.loads(path.read_text(encoding="utf-8"))
+        records += json.loads(read_text(results_file(run)))
     if args.task_file:
         originals = {t["id"]: t.get("original") for t in load_tasks(str(args.task_file))}
         for r in records:

@@ -22,6 +22,7 @@ from typing import Any
 from edge_spec.apply.check.verdict import answer_problems
 from edge_spec.apply.merge import structural_merge
 from edge_spec.bench.metrics import token_equal, ws_equal
+from edge_spec.bench.modes import read_text
 
 
 def dropped_kept_lines(original: str, expected: str, answer: str) -> int:
@@ -54,15 +55,22 @@ def score(task: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
             "merge_exact": merge.exact}
 
 
+def results_file(run: Path) -> Path:
+    """A bench output folder's results.json (or the .gz a kept result stores), or the file given."""
+    if not run.is_dir():
+        return run
+    plain = run / "results.json"
+    return plain if plain.exists() else run / "results.json.gz"
+
+
 def load_records(tasks_path: Path, runs: list[Path], mode: str
                  ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """The tasks by id, and one bench record of `mode` per task: the first in `runs` wins."""
-    tasks = {t["id"]: t for t in (json.loads(x) for x in tasks_path.read_text().splitlines()
+    tasks = {t["id"]: t for t in (json.loads(x) for x in read_text(tasks_path).splitlines()
                                   if x.strip())}
     recs: dict[str, dict[str, Any]] = {}
     for run in runs:
-        path = run / "results.json" if run.is_dir() else run
-        for r in json.loads(path.read_text()):
+        for r in json.loads(read_text(results_file(run))):
             if r["mode"] == mode and r["task_id"] in tasks and not r.get("error"):
                 recs.setdefault(r["task_id"], r)
     return tasks, recs

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from edge_spec.apply.plan import plan_apply
+from edge_spec.bench.modes import read_text
 from edge_spec.bench.neartie import divergence
 from edge_spec.config.settings import DEMO_TARGET
 from edge_spec.runtimes.base import RuntimeOptions
@@ -32,9 +33,9 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--n-ctx", type=int, default=8192)
     args = ap.parse_args()
-    task = next(t for t in (json.loads(x) for x in args.tasks.read_text().splitlines()
+    task = next(t for t in (json.loads(x) for x in read_text(args.tasks).splitlines()
                             if x.strip()) if t["id"] == args.task)
-    recs = {(r["task_id"], r["mode"]): r for r in json.loads(args.results.read_text())}
+    recs = {(r["task_id"], r["mode"]): r for r in json.loads(read_text(args.results))}
     plain = recs[(args.task, "plain")]["output_ids"]
     ours = recs[(args.task, args.mode)]["output_ids"]
     rt = LlamaCppRuntime(resolve(DEMO_TARGET),

@@ -26,6 +26,7 @@ from typing import Any
 from edge_spec.apply.merge import structural_merge
 from edge_spec.apply.region import plan_regions
 from edge_spec.bench.metrics import token_equal
+from edge_spec.bench.modes import read_text
 from edge_spec.config.settings import ApplySettings
 from edge_spec.engine import build_engine
 
@@ -35,7 +36,7 @@ ENGINES = ("model", "region")
 def _eligible(files: list[str], per_base: int, unplaced: bool = False) -> list[dict[str, Any]]:
     out, seen = [], defaultdict(int)
     for name in files:
-        for line in Path(name).read_text().splitlines():
+        for line in read_text(name).splitlines():
             t = json.loads(line)
             merge = structural_merge(t["original"], t["update"], t.get("language", ""),
                                      t.get("path"))

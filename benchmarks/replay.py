@@ -1,4 +1,4 @@
-"""Price draft-length policies on recorded greedy runs, in seconds (issue 17, item 1).
+"""Price draft-length policies on recorded greedy runs, in seconds.
 
     python benchmarks/replay.py --results bench-out/results.json \
         --tasks benchmarks/data/code_apply_dev_small.jsonl [--profile cpu-2core] \
@@ -26,6 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from edge_spec.bench.costfit import fit_costs
+from edge_spec.bench.modes import read_text
 from edge_spec.bench.replay import (
     World,
     mean_rows,
@@ -75,7 +76,7 @@ def _world(path: Path | None, noise: float | None, min_steps: int,
         return World(_sizes_table(sizes), noise or 0.0)
     if path is None:
         return World(None, noise or 0.0)
-    data = json.loads(path.read_text())
+    data = json.loads(read_text(path))
     table, sigma = fit_costs(data["records"] if isinstance(data, dict) else data, min_steps)
     print(f"world: {path} (sigma {sigma}); verify ms "
           + ", ".join(f"{n}={ms:.0f}" for n, ms in table.items() if n in _SHOWN), file=sys.stderr)

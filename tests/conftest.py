@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from edge_spec.bench.modes import read_text
+
 # The dev task files live in the repo (benchmarks/data, sources and licenses named there).
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
 SMALL_TASKS = BENCH / "code_apply_dev_small.jsonl"
@@ -16,7 +18,7 @@ def load_tasks(path: Path = SMALL_TASKS, n: int | None = None, smallest: bool = 
     """Bench tasks, the smallest originals first (keeps CI time bounded)."""
     if not path.exists():
         pytest.fail(f"benchmark data not found at {path}: it ships in benchmarks/data")
-    tasks = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    tasks = [json.loads(line) for line in read_text(path).splitlines() if line.strip()]
     if smallest:
         tasks.sort(key=lambda t: len(t["original"]))
     return tasks[:n] if n else tasks

@@ -10,6 +10,7 @@ from edge_spec.apply.check.shown import unshown_changes
 from edge_spec.apply.check.verdict import answer_problems
 from edge_spec.apply.merge import structural_merge
 from edge_spec.apply.merge.markers import snippet_markers
+from edge_spec.bench.modes import read_text
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
 
@@ -119,8 +120,8 @@ def test_a_replacement_the_snippet_does_not_place_is_not_trusted() -> None:
 
 
 def _tasks() -> list[dict]:
-    return [json.loads(line) for name in ("code_apply_dev.jsonl", "code_apply_dev_messy.jsonl")
-            for line in (DATA / name).read_text().splitlines() if line.strip()]
+    return [json.loads(line) for name in ("code_apply_dev.jsonl.gz", "code_apply_dev_messy.jsonl.gz")
+            for line in read_text(DATA / name).splitlines() if line.strip()]
 
 
 def test_no_expected_dev_file_gets_a_structural_finding() -> None:

@@ -8,6 +8,7 @@ import pytest
 from conftest import BENCH
 
 from edge_spec.apply import TEMPLATES, build_messages, clean_output, naive_merge, pick_template
+from edge_spec.bench.modes import read_text
 from edge_spec.errors import UserError
 
 ORIG = "def f(x):\n    return x + 1\n"
@@ -77,12 +78,12 @@ def test_naive_merge_examples() -> None:
 
 
 def test_naive_merge_on_dev_set() -> None:
-    path = BENCH / "code_apply_dev.jsonl"
+    path = BENCH / "code_apply_dev.jsonl.gz"
     if not path.exists():
         pytest.skip("no benchmark data")
-    tasks = [json.loads(line) for line in path.read_text().splitlines()]
+    tasks = [json.loads(line) for line in read_text(path).splitlines()]
     exact = sum(naive_merge(t["original"], t["update"]) == t["expected"] for t in tasks)
-    print(f"\n[naive merge] exact on code_apply_dev.jsonl: {exact}/{len(tasks)}")
+    print(f"\n[naive merge] exact on code_apply_dev.jsonl.gz: {exact}/{len(tasks)}")
     assert exact >= len(tasks) // 2
 
 

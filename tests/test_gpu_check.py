@@ -1,4 +1,4 @@
-"""benchmarks/gpu/gpu_check.py on this CPU: a tiny random Qwen2, the real loop, a valid profile."""
+"""benchmarks/gpu_check.py on this CPU: a tiny random Qwen2, the real loop, a valid profile."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "benchmarks" / "gpu" / "gpu_check.py"
+SCRIPT = REPO / "benchmarks" / "gpu_check.py"
 
 
 def _module() -> ModuleType:

@@ -1,4 +1,4 @@
-"""The messy-snippet generator (benchmarks/messy/generate.py) on three dev-small tasks."""
+"""The messy-snippet generator (benchmarks/messy_generate.py) on three dev-small tasks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERATOR = ROOT / "benchmarks" / "messy" / "generate.py"
+GENERATOR = ROOT / "benchmarks" / "messy_generate.py"
 TASKS = ROOT / "benchmarks" / "data" / "code_apply_dev_small.jsonl"
 # python, javascript and go; the last two have a variant of every kind
 TASK_IDS = ("click-3b16957-0", "express-59e205a-0", "cobra-511af59-0")

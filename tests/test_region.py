@@ -10,6 +10,7 @@ from conftest import BENCH as DATA
 from edge_spec.apply.merge import structural_merge
 from edge_spec.apply.plan import ApplyResult
 from edge_spec.apply.region import RegionPlan, Window, plan_regions, run_regions
+from edge_spec.bench.modes import read_text
 from edge_spec.config.settings import ApplySettings, EngineConfig
 from edge_spec.core.stats import Stats
 from edge_spec.engine import Engine
@@ -94,8 +95,8 @@ def test_crlf_no_final_newline_and_streaming() -> None:
 def test_dev_tasks_rebuild_to_the_merge() -> None:
     """On every dev task the merge is unsure of, settled text + windows == the merge's text."""
     seen = 0
-    for name in ("code_apply_dev.jsonl", "code_apply_dev_small_messy.jsonl"):
-        for line in (DATA / name).read_text().splitlines():
+    for name in ("code_apply_dev.jsonl.gz", "code_apply_dev_small_messy.jsonl.gz"):
+        for line in read_text(DATA / name).splitlines():
             t = json.loads(line)
             merge = structural_merge(t["original"], t["update"], t.get("language", ""),
                                      t.get("path"))

@@ -22,7 +22,7 @@ def test_batch_vs_single_and_truncate(smollm2_rt, capsys) -> None:  # noqa: ANN0
     single = np.stack([rt.eval([t])[0].copy() for t in toks])
     diff = float(np.abs(full - single).max())
     # Batched and one-token evaluation may pick different tokens only where the top two are
-    # closer than the difference between the two evaluations (DESIGN.md section 7).
+    # closer than the difference between the two evaluations (docs/design.md, "Lossless").
     for i in np.flatnonzero(full.argmax(1) != single.argmax(1)):
         top = np.sort(single[i])[-2:]
         assert top[1] - top[0] <= diff, (int(i), float(top[1] - top[0]), diff)

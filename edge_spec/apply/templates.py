@@ -58,7 +58,7 @@ def pick_template(metadata: dict[str, str], override: str | None = None) -> Temp
     """The template named by `override`, else one chosen from the model's GGUF metadata.
 
     A model not trained on an apply format gets `instruct`: on the demo target it merges more
-    dev tasks exactly than the other two formats (docs/benchmarks.md, "templates").
+    dev tasks exactly than the other two formats (benchmarks/results/apply-accuracy-templates-amd-epyc-2core).
     """
     if override:
         if override not in TEMPLATES:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,13 +80,21 @@ def _int(name: str, prefix: str) -> int:
         raise UserError(f"bench mode {name!r} needs a number after {prefix!r}") from None
 
 
+def read_text(path: str | Path) -> str:
+    """A UTF-8 text file, gunzipped when its name ends in `.gz` (task sets and recorded runs)."""
+    p = Path(path)
+    data = p.read_bytes()
+    return (gzip.decompress(data) if p.suffix == ".gz" else data).decode("utf-8")
+
+
 def load_tasks(path: str | Path, limit: int | None = None, skip: int = 0) -> list[dict[str, Any]]:
-    """Tasks from JSONL: apply tasks (original, update[, instruction, expected]) or prompts."""
+    """Tasks from JSONL (or .jsonl.gz): apply tasks (original, update[, instruction, expected])
+    or prompts."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"task file not found: {path}")
     tasks = []
-    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+    for i, line in enumerate(read_text(p).splitlines(), 1):
         if not line.strip():
             continue
         try:

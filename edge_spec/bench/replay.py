@@ -23,7 +23,7 @@ import numpy as np
 
 from edge_spec.apply.plan import plan_apply
 from edge_spec.bench.costfit import noisy_cost
-from edge_spec.bench.modes import load_tasks
+from edge_spec.bench.modes import load_tasks, read_text
 from edge_spec.config.settings import (
     DEMO_TARGET,
     ControllerSettings,
@@ -313,7 +313,7 @@ def cases_from_results(records: Sequence[dict[str, Any]], tasks: Sequence[dict[s
 def cases_from_file(results: Path, tasks: Sequence[dict[str, Any]],
                     mode: str = "plain") -> list[ReplayCase]:
     """`cases_from_results` of a bench `results.json` (a list of records, or {"records": ...})."""
-    data = json.loads(results.read_text())
+    data = json.loads(read_text(results))
     return cases_from_results(data["records"] if isinstance(data, dict) else data, tasks, mode)
 
 

@@ -122,7 +122,7 @@ DEFAULT_VERIFY_MS: Mapping[int, float] = {
 }
 # Per-token acceptance priors per draft feature (prefix match). An apply answer's start and a
 # copy that has held for 8 tokens or more break only at an edit point (per-feature rates of
-# recorded apply runs under the default guard: docs/benchmarks.md, "controller priors"), so
+# recorded apply runs under the default guard: benchmarks/results/controller-replay-2core), so
 # they are priced for long drafts from the first step. A fresh match keeps a doubtful prior:
 # in free text it is mostly a coincidence, wrong from its first token. Learned estimates
 # replace them.

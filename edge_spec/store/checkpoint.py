@@ -1,4 +1,4 @@
-"""Safety checks for model folders before a library opens them (docs/design.md, "Pitfalls").
+"""Safety checks for model folders before a library opens them (docs/design.md, "Untrusted inputs").
 
 Hugging Face checkpoints load from safetensors only: a pickle file can run code when unpickled.
 
