@@ -112,6 +112,15 @@ def test_bench_merge_only_never_loads_a_model(tmp_path: Path) -> None:
     md = (out / "summary.md").read_text()
     assert "## What the user gets: set, --engine merge" in md
     assert "| plain | 4 | 1 | 1 | 0 | 1 | 1 (0) | 0 |" in md
+    # --engine auto, where the merge is sure of every task: still no model.
+    sure = _write(tmp_path / "sure.jsonl", [_task("sure", SURE, SURE_EXPECTED)])
+    res = CliRunner().invoke(main, ["bench", "--tasks", str(sure), "--engine", "auto",
+                                    "--model", str(tmp_path / "absent.gguf"), "--profile", "none",
+                                    "--modes", "plain,spec-adaptive", "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    records = json.loads((out / "results.json").read_text())
+    assert [(r["outcome"], r["engine_used"], r["error"]) for r in records] == [
+        ("right", "merge", None)] * 2
 
 
 @pytest.mark.real

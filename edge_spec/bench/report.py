@@ -105,7 +105,8 @@ def outcome_md(name: str, table: dict[str, dict[str, Any]], engine: str | None) 
     """The outcome table of one task set (no lines when no mode of ours ran an apply)."""
     if not table:
         return []
-    lines = ["", f"## What the user gets: {name}, --engine {engine or 'model'}", "",
+    title = f"## What the user gets: {name}" + (f", --engine {engine}" if engine else "")
+    lines = ["", title, "",
              "The file `edge-spec run --out` would leave: right, right but for trailing "
              "whitespace and blank lines, wrong with a warning, wrong without one, refused "
              "(the answer check held it back, or the engine said no; in brackets, refusals whose "
