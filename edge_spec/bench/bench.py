@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import platform
 import statistics as st
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from edge_spec.apply.check.verdict import merge_of
 from edge_spec.apply.clean import lazy_lines
 from edge_spec.apply.merge.markers import snippet_markers
 from edge_spec.bench.metrics import (
@@ -26,6 +28,7 @@ from edge_spec.bench.metrics import (
 )
 from edge_spec.bench.modes import RESULT_FIELDS, Mode, apply_plan, baseline_of
 from edge_spec.bench.neartie import divergence
+from edge_spec.bench.outcome import user_outcome
 from edge_spec.bench.peers import PldPeer
 from edge_spec.bench.peers_hf import HfPeer, run_hf
 from edge_spec.bench.peers_server import LlamaServerPeer
@@ -42,6 +45,7 @@ class RunOptions:
     template: str | None = None
     apply_engine: str = "model"  # speed runs: the model writes every file
     guard: str | bool = "order"
+    on_lazy: str = "keep"  # speed runs compare the model's answers as written
 
 
 @dataclass
@@ -54,17 +58,45 @@ class Peers:
 
 
 def run_ours(engine: Any, task: dict[str, Any], mode: Mode, opts: RunOptions) -> dict[str, Any]:
-    max_tokens, template = opts.max_tokens, opts.template
-    if "prompt" in task:
-        res = engine.generate(task["prompt"], max_tokens=max_tokens or 256, draft=mode.draft,
-                              fixed_k=mode.fixed_k)
-        text, stats = res.text, res.stats
-    else:
+    if "prompt" not in task:
+        return _run_apply(engine, task, mode, opts)
+    t0 = time.perf_counter()
+    res = engine.generate(task["prompt"], max_tokens=opts.max_tokens or 256, draft=mode.draft,
+                          fixed_k=mode.fixed_k)
+    d = _stats_record(res.text, res.stats)
+    d["e2e_ms"] = _ms_since(t0)
+    # Token ids for the near-tie check of a "≠ plain" result; dropped before results are saved.
+    d["_ids"] = (engine.prompt_tokens(task["prompt"]), list(res.tokens), None)
+    d["output_ids"] = [int(t) for t in res.tokens]
+    return d
+
+
+def _run_apply(engine: Any, task: dict[str, Any], mode: Mode, opts: RunOptions) -> dict[str, Any]:
+    """One apply as a user asks for it: `e2e_ms` from request to answer, merge included."""
+    _load_for(engine, task, mode, opts)
+    t0 = time.perf_counter()
+    try:
         res = engine.apply(task["original"], task["update"], task.get("instruction"),
-                           lang=task.get("language", ""), max_tokens=max_tokens,
-                           draft=mode.draft, fixed_k=mode.fixed_k, template=template,
-                           engine=opts.apply_engine, path=task.get("path"), guard=opts.guard)
-        text, stats = res.text, res.stats
+                           lang=task.get("language", ""), max_tokens=opts.max_tokens,
+                           draft=mode.draft, fixed_k=mode.fixed_k, template=opts.template,
+                           engine=opts.apply_engine, path=task.get("path"), guard=opts.guard,
+                           on_lazy=opts.on_lazy)
+    except UserError as exc:  # what `edge-spec run` says in one line, writing nothing
+        return {"error": f"UserError: {exc}", "refusal": str(exc), "e2e_ms": _ms_since(t0),
+                "engine_used": "merge" if opts.apply_engine == "merge" else None}
+    e2e = _ms_since(t0)
+    d = _stats_record(res.text, res.stats)
+    d.update(res.to_dict())
+    d["engine_used"], d["e2e_ms"] = res.engine, e2e
+    # One prompt for the near-tie check; an apply by region has one per window, and the merge
+    # none.
+    prompt, tokens = res.extra.get("prompt"), res.extra.get("tokens") or []
+    d["_ids"] = (prompt, list(tokens), res.extra.get("guard")) if prompt is not None else None
+    d["output_ids"] = [int(t) for t in tokens]
+    return d
+
+
+def _stats_record(text: str, stats: Any) -> dict[str, Any]:
     d = stats.to_dict(steps=True)
     d["text"] = text
     steps = d.pop("steps")
@@ -74,15 +106,26 @@ def run_ours(engine: Any, task: dict[str, Any], mode: Mode, opts: RunOptions) ->
     d["accepted_trace"] = [s["accepted"] for s in steps]
     d["verify_ms_trace"] = [round(s["verify_ms"], 3) for s in steps]
     d["source_trace"] = [s["source"] for s in steps]
-    # Token ids for the near-tie check of a "≠ plain" result; dropped before results are saved.
-    if "prompt" in task:
-        d["_ids"] = (engine.prompt_tokens(task["prompt"]), list(res.tokens), None)
-    else:
-        d.update(res.to_dict())
-        d["_ids"] = ((res.extra["prompt"], list(res.extra["tokens"]), res.extra.get("guard"))
-                     if res.extra else None)
-    d["output_ids"] = [int(t) for t in d["_ids"][1]] if d["_ids"] else []
     return d
+
+
+def _load_for(engine: Any, task: dict[str, Any], mode: Mode, opts: RunOptions) -> None:
+    """Load the models an apply will run before its clock starts, so `e2e_ms` is a request's
+    time in a running session; an apply the merge answers alone loads nothing."""
+    if engine.loaded or opts.apply_engine == "merge":
+        return
+    if opts.apply_engine != "model" and merge_of(task["original"], task["update"],
+                                                 task.get("language", ""),
+                                                 task.get("path")).exact:
+        return
+    # Properties that load the models on first use.
+    engine.target  # noqa: B018
+    if mode.draft in ("hybrid", "model"):
+        engine.drafter_rt  # noqa: B018
+
+
+def _ms_since(t0: float) -> float:
+    return round(1000 * (time.perf_counter() - t0), 3)
 
 
 def run_task(engine: Any, peers: Peers, task: dict[str, Any], mode: Mode,
@@ -170,6 +213,8 @@ def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: i
                                    task["original"], task.get("update", ""),
                                    task.get("language", "")))))
                 rec["miss"] = miss_class(rec)
+                if not mode.peer and "original" in task:
+                    rec.update(user_outcome(rec, exp))
                 if "kind" in task:  # a messy variant: accuracy is reported per kind
                     rec["kind"] = task["kind"]
                 rec.setdefault("error", None)

@@ -13,7 +13,9 @@ from edge_spec.errors import UserError
 
 RESULT_FIELDS = ("task_id", "mode", "repeat", "output_tokens", "prefill_ms", "decode_ms",
                  "decode_tok_s", "tokens_per_forward", "acceptance", "match_plain",
-                 "match_expected", "error")
+                 "match_expected", "error",
+                 # What the user gets (edge_spec.bench.outcome; None outside our apply modes).
+                 "outcome", "refused_right", "engine_used", "e2e_ms")
 
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_spec.bench.modes import baseline_of
+from edge_spec.bench.outcome import outcome_table
 from edge_spec.fsutil import atomic_path, write_text
 
 
@@ -68,6 +69,7 @@ def summary_md(summary: dict[str, Any], meta: dict[str, Any], records: list[dict
                   "incomplete, invalid output, other): " + "; ".join(
                       f"{m} " + ", ".join(f"{c} {n}" for c, n in cl.items())
                       for m, cl in misses.items()) + "."]
+    lines += outcome_md(task_set(meta["tasks"]), outcome_table(records), meta.get("engine"))
     kinds = {m: s["by_kind"] for m, s in summary.items() if s.get("by_kind")}
     for m, by in kinds.items():
         lines += ["", f"Accuracy per snippet kind ({m}): " + ", ".join(
@@ -92,6 +94,39 @@ def summary_md(summary: dict[str, Any], meta: dict[str, Any], records: list[dict
                 cells.append(f"{_fmt(r['decode_tok_s'])}{mark}")
         lines.append(f"| {tid} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def task_set(path: str) -> str:
+    """A task set's name in reports: its file's stem."""
+    return Path(path).stem
+
+
+def outcome_md(name: str, table: dict[str, dict[str, Any]], engine: str | None) -> list[str]:
+    """The outcome table of one task set (no lines when no mode of ours ran an apply)."""
+    if not table:
+        return []
+    title = f"## What the user gets: {name}" + (f", --engine {engine}" if engine else "")
+    lines = ["", title, "",
+             "The file `edge-spec run --out` would leave: right, right but for trailing "
+             "whitespace and blank lines, wrong with a warning, wrong without one, refused "
+             "(the answer check held it back, or the engine said no; in brackets, refusals whose "
+             "answer was right). End-to-end seconds per apply, merge included, p50 / p95 on the "
+             "merge path, the model path (whole file or by region) and overall.", "",
+             "| mode | runs | right | right (ws) | wrong, warned | wrong, silent | refused (right) "
+             "| unjudged | merge s | model s | all s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for mode, t in table.items():
+        secs = " | ".join(_secs(t["e2e"][p]) for p in ("merge", "model", "all"))
+        lines.append(f"| {mode} | {t['runs']} | {t['right']} | {t['right_ws']} | "
+                     f"{t['wrong_flagged']} | {t['wrong_silent']} | {t['refused']} "
+                     f"({t['refused_right']}) | {t['unjudged']} | {secs} |")
+    return lines
+
+
+def _secs(s: dict[str, Any]) -> str:
+    if not s["n"]:
+        return "-"
+    return f"{s['p50_s']:.3f} / {s['p95_s']:.3f} ({s['n']})"
 
 
 def _ties(s: dict[str, Any]) -> str:
@@ -136,7 +171,8 @@ def write_plots(out: Path, records: list[dict[str, Any]], focus_mode: str) -> li
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(tasks))], tasks, rotation=60,
                   ha="right", fontsize=7)
     ax.set_ylabel("decode speedup vs plain (hf-*: vs hf-plain)")
-    ax.legend(fontsize=7)
+    if modes:
+        ax.legend(fontsize=7)
     fig.tight_layout()
     written.append(_save(fig, out / "speedup.png"))
     focus = [r for r in records if r["mode"] == focus_mode and r.get("accepted_hist")]

@@ -12,12 +12,13 @@ import click
 from edge_spec.bench.bench import Peers, RunOptions, machine, summarize
 from edge_spec.bench.bench import bench as run_bench
 from edge_spec.bench.modes import load_tasks, parse_modes
+from edge_spec.bench.outcome import outcome_table
 from edge_spec.bench.peers import PldPeer
 from edge_spec.bench.peers_server import LlamaServerPeer, server_binary
-from edge_spec.bench.report import write_plots, write_results
+from edge_spec.bench.report import task_set, write_plots, write_results
 from edge_spec.cli.options import chosen_guard, guard_options, model_options, runtime_options
 from edge_spec.cli.output import emit_json, note_profile
-from edge_spec.config.settings import APPLY_ENGINES
+from edge_spec.config.settings import APPLY_ENGINES, LAZY_POLICIES
 from edge_spec.engine import build_engine
 
 
@@ -36,6 +37,11 @@ from edge_spec.engine import build_engine
               show_default=True,
               help="Apply engine for our modes: model (speed: the model writes every file), auto "
                    "(accuracy: the structural merge where it is sure) or merge.")
+@click.option("--on-lazy", type=click.Choice(LAZY_POLICIES), default=None,
+              help="When the model's answer holds '... existing code ...' markers: keep it, "
+                   "write the naive merge instead, or refuse (default: naive, as `edge-spec "
+                   "run` writes files, except keep with --engine model, whose speed runs "
+                   "compare the answers as written).")
 @click.option("--no-baseline", is_flag=True,
               help="Do not add the plain mode (accuracy runs; no speedups then).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench-out",
@@ -57,9 +63,11 @@ def bench(**o: Any) -> None:
                           n_gpu_layers=o["n_gpu_layers"], runtime=o["runtime"],
                           bundle=o["bundle"], verify_bundle=o["verify"])
     note_profile(engine.profile_label, o["profile"])
-    # The llama.cpp peers only compare fairly with a llama.cpp baseline.
+    # The llama.cpp peers only compare fairly with a llama.cpp baseline. Only they load the
+    # target here: an apply the merge answers alone never does.
     rt = engine.config.runtime
-    path = engine.target.path if rt.backend == "llamacpp" else None
+    llamacpp_peers = any(m.peer in ("pld", "llama-server") for m in modes)
+    path = engine.target.path if llamacpp_peers and rt.backend == "llamacpp" else None
     peers = Peers()
     if path and any(m.peer == "pld" for m in modes):
         peers.pld = PldPeer(path, rt.n_ctx, rt.threads)
@@ -73,7 +81,8 @@ def bench(**o: Any) -> None:
             drafter = engine.drafter_path
             peers.server = LlamaServerPeer(binary, path, rt.n_ctx, rt.threads, drafter)
     guard = chosen_guard(o["guard"], o["no_guard"]) or engine.config.apply.guard
-    opts = RunOptions(o["max_tokens"], o["template"], o["apply_engine"], guard)
+    on_lazy = o["on_lazy"] or ("keep" if o["apply_engine"] == "model" else "naive")
+    opts = RunOptions(o["max_tokens"], o["template"], o["apply_engine"], guard, on_lazy)
     total = len(tasks) * len(modes) * o["repeat"]
     try:
         records = _with_progress(total, lambda cb: run_bench(engine, tasks, modes, o["repeat"],
@@ -88,12 +97,14 @@ def bench(**o: Any) -> None:
             "drafter": engine.drafter_name, "threads": rt.threads or "all",
             "profile": engine.profile_label,
             "template": o["template"] or "from the model", "engine": o["apply_engine"], "guard": guard,
+            "on_lazy": on_lazy,
             "machine": machine(), "date": _dt.datetime.now().isoformat(timespec="seconds")}
     write_results(out, records, summary, meta)
     focus = next((m.name for m in modes if m.name.startswith("spec-adaptive")), modes[-1].name)
     write_plots(out, records, focus)
     if o["as_json"]:
-        emit_json({"summary": summary, "out": str(out)})
+        outcomes = {task_set(o["tasks_path"]): outcome_table(records)}
+        emit_json({"summary": summary, "outcomes": outcomes, "out": str(out)})
     else:
         click.echo((out / "summary.md").read_text())
 
