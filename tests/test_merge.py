@@ -519,12 +519,23 @@ def test_crlf_original_keeps_its_line_endings() -> None:
                                                                 "loadConfig(port);"), "js")
 
 
-def test_trailing_whitespace_in_the_snippet() -> None:
-    snippet = "# ...   \n    def get(self, path):   \n        url = self.base_url + path  \n" \
-              "        return self._request('GET', url)  \n\n    def post(self, path, data):  \n" \
-              "# ...\n"
+def test_trailing_whitespace_of_a_pasted_snippet_is_noise() -> None:
+    # CRLF into an LF file: the snippet went through a paste that also leaves stray blanks.
+    snippet = "# ...   \r\n    def get(self, path):   \r\n        url = self.base_url + path  \r\n" \
+              "        return self._request('GET', url)  \r\n\r\n    def post(self, path, data):  \r\n" \
+              "# ...\r\n"
     expected = PY.replace('        return self._request("GET", url)\n',
                           "        return self._request('GET', url)\n")
+    assert_exact(PY, snippet, expected, "python")
+
+
+def test_trailing_whitespace_of_new_lines_is_written_as_given() -> None:
+    # Same line ends as the file: a trailing blank is the edit's (a Markdown line break).
+    snippet = "# ...\n    def get(self, path):\n        url = self.base_url + path\n" \
+              "        return self._request('GET', url)  \n\n    def post(self, path, data):\n" \
+              "# ...\n"
+    expected = PY.replace('        return self._request("GET", url)\n',
+                          "        return self._request('GET', url)  \n")
     assert_exact(PY, snippet, expected, "python")
 
 
@@ -651,3 +662,5 @@ def test_marker_inside_a_docstring() -> None:
               '    return compute(a)\n\n\n# ...\n'
     assert_exact(original, snippet, original.replace("def f(a):", "def f(a, b=None):"),
                  "python")
+
+

@@ -9,12 +9,13 @@ snippet end does not stop a line or two short of the file's end.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from difflib import SequenceMatcher
 
-from edge_spec.apply.merge.anchors import Block, Chain, best_chain, is_distinctive
+from edge_spec.apply.merge.anchors import Block, Chain, best_chain, is_distinctive, norm
 from edge_spec.apply.merge.edges import Ctx
 from edge_spec.apply.merge.markers import Hunk
 from edge_spec.apply.merge.pins import Pair
-from edge_spec.apply.merge.structure import viable
+from edge_spec.apply.merge.structure import statement_key, viable
 
 _MAX_DELETION = 50
 _BLANK_REACH = 8
@@ -157,8 +158,14 @@ def _cuts_definition(ctx: Ctx, a: int, b: int) -> bool:
     return True
 
 
-def gap_doubts(ctx: Ctx, hunk: Hunk, keys: Sequence[str], pairs: list[Pair]) -> list[str]:
-    for (ja, ia, _), (jb, ib, _) in zip(pairs, pairs[1:], strict=False):
+def gap_doubts(ctx: Ctx, hunk: Hunk, keys: Sequence[str], pairs: list[Pair],
+               pinned: frozenset[tuple[int, int]] = frozenset(), lo: int = 0,
+               hi: int | None = None) -> list[str]:
+    """Whether a change between two anchors is placed on evidence: the anchors on both sides
+    of every changed stretch must be identified (see `_identified`), and a deletion needs lines
+    with identity beside it."""
+    hi = len(ctx.index) if hi is None else hi
+    for n, ((ja, ia, _), (jb, ib, _)) in enumerate(zip(pairs, pairs[1:], strict=False)):
         gj, gi = jb - ja - 1, ib - ia - 1
         if gi <= 0 and gj <= 0:
             continue
@@ -167,7 +174,57 @@ def gap_doubts(ctx: Ctx, hunk: Hunk, keys: Sequence[str], pairs: list[Pair]) -> 
         if gj == 0 and not (_strong_near(ctx, keys, pairs, ja, -1)
                             and _strong_near(ctx, keys, pairs, jb, 1)):
             return [f"deletes {gi} lines between weak anchors"]
+        if not any(ctx.index.keys[ia + 1: ib]) or _modified_in_place(ctx, hunk, ja, jb, ia, ib):
+            continue  # nothing but blank lines removed, or each rewritten where it stands
+        for run in (_run(pairs, n, -1), _run(pairs, n + 1, 1)):
+            if not _identified(ctx, keys, run, pinned, lo, hi):
+                j, i, _ = run[0]
+                return [f"the context at original line {i + 1} also occurs elsewhere: which "
+                        "original lines the change replaces is a guess"]
     return []
+
+
+def _modified_in_place(ctx: Ctx, hunk: Hunk, ja: int, jb: int, ia: int, ib: int) -> bool:
+    """Whether the gap rewrites as many lines as it removes, each like the line it replaces
+    (same statement key, or mostly the same text): an edit of those lines, not a deletion."""
+    new, old = hunk.lines[ja + 1: jb], ctx.index.lines[ia + 1: ib]
+    if len(new) != len(old):
+        return False
+    for x, o in zip(new, old, strict=True):
+        kx, ko = statement_key(x), statement_key(o)
+        if not (kx is not None and kx == ko and kx[0] != "blank"
+                or SequenceMatcher(None, norm(x), norm(o), autojunk=False).ratio() >= 0.6):
+            return False
+    return True
+
+
+def _run(pairs: list[Pair], k: int, step: int) -> list[Pair]:
+    """The anchors contiguous on both sides with pairs[k], walking away from a gap by `step`."""
+    run = [pairs[k]]
+    while 0 <= k + step < len(pairs):
+        j, i, _ = pairs[k + step]
+        pj, pi, _ = run[-1]
+        if (j - pj, i - pi) != (step, step):
+            break
+        run.append(pairs[k + step])
+        k += step
+    return sorted(run)
+
+
+def _identified(ctx: Ctx, keys: Sequence[str], run: list[Pair],
+                pinned: frozenset[tuple[int, int]], lo: int, hi: int) -> bool:
+    """Whether a run of anchors can sit only where it does: a structural pin (a definition's
+    name, a bracket opened by an anchored line) or a changed line taking a line's place is in
+    it, a line of it with identity occurs once in the window, or the run as a whole does.
+    Repeated lines (`/// <summary>`, `}`, `assert x`) placed in sequence say nothing of which
+    occurrence they are."""
+    if any(forced or (j, i) in pinned for j, i, forced in run):
+        return True
+    index = ctx.index
+    if any(k and not index.trivial(k) and len(index.occurrences(k, lo, hi)) == 1
+           for k in (keys[j] for j, _, _ in run)):
+        return True
+    return len(index.count_run([keys[j] for j, _, _ in run], lo, hi)) == 1
 
 
 def _strong_near(ctx: Ctx, keys: Sequence[str], pairs: list[Pair], j: int, step: int) -> bool:

@@ -53,7 +53,7 @@ class Ctx:
     imap: IndentMap
     defs: list[Definition]
     names: set[tuple[str, str]] = field(default_factory=set)
-    keep_trailing: bool = False  # the original has trailing whitespace: keep the snippet's
+    keep_trailing: bool = True  # write the snippet's trailing whitespace as given
     style: tuple[str, int] = ("", 4)  # the original's indentation: "tabs"/"spaces", unit
     style_sure: bool = True  # the unit is known (else a re-indented line is a guess)
     guessed: bool = False  # set when a changed line was re-indented by a guessed unit

@@ -90,11 +90,13 @@ def place(ctx: Ctx, hunk: Hunk, env: Env) -> Placement:
     chain = best_chain(blocks, None, ctx.index, keys, uniq)
     pairs: list[Pair] = [] if chain is None else [
         (b.j + k, b.i + k, False) for b in chain.blocks for k in range(b.n)]
+    chained = {(j, i) for j, i, _ in pairs}
     pinned = definition_pairs(ctx, hunk, matches, pairs)
     if closer_pairs(ctx, hunk, env.texts, env.matched, env.lo, env.hi, pairs):
         pinned = pinned or "anchored on brackets opened by anchored lines"
     file_end_pairs(ctx, hunk, env.first, env.last, pairs, pair_ok)
     block = block_end(ctx, hunk, env.snippet, env.is_marker, env.matched)
+    pins = frozenset((j, i) for j, i, _ in pairs) - chained
     if not pairs:
         return _without_pairs(ctx, hunk, env, block)
     doubts: list[str] = []
@@ -104,7 +106,7 @@ def place(ctx: Ctx, hunk: Hunk, env: Env) -> Placement:
     noop = lines == ctx.index.lines[s:e]
     doubts += chain_doubts(ctx, hunk, keys, blocks, chain, env.lo, env.hi, uniq, bool(pinned),
                            noop)
-    doubts += gap_doubts(ctx, hunk, keys, pairs)
+    doubts += gap_doubts(ctx, hunk, keys, pairs, pins, env.lo, env.hi)
     doubts += unmarked_doubts(ctx, hunk, env.first, env.last, s, e)
     return _verdict(ctx, s, e, lines, doubts, pinned or _why_sure(pairs),
                     tuple((j, i) for j, i, forced in pairs if not forced))

@@ -151,7 +151,7 @@ def structural_merge(original: str, snippet: str, lang: str = "",
     defs = definitions(language, tree)
     ctx = Ctx(index, language, Brackets(language), IndentMap(), defs,
               {(d.kind, d.name) for d in defs},
-              keep_trailing=any(ln != ln.rstrip() for ln in olines))
+              keep_trailing=any(ln != ln.rstrip() for ln in olines) or not _pasted(snippet, eol))
     chosen = pick_ordered([_candidates(h, index) for h in hunks])
     ctx.imap = learn_indent(_indent_pairs(hunks, chosen, index))
     style, unit, sure = indent_style(olines)
@@ -171,6 +171,12 @@ def structural_merge(original: str, snippet: str, lang: str = "",
     text = eol.join(out) + (eol if final or not original else "")
     edits = tuple(Edit(p.start, p.end, p.lines) for p in placements)
     return MergeResult(text, tuple(verdicts), language, edits)
+
+
+def _pasted(snippet: str, eol: str) -> bool:
+    """Whether the snippet's line ends are not the file's: it went through a paste (a chat UI,
+    another editor) that also leaves stray trailing blanks, which then are not the edit's."""
+    return ("\r\n" in snippet) != (eol == "\r\n")
 
 
 def _into_empty(hunks: Sequence[Hunk], marked: bool, eol: str, language: str) -> MergeResult:
