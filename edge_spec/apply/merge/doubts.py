@@ -238,16 +238,19 @@ def _strong_near(ctx: Ctx, keys: Sequence[str], pairs: list[Pair], j: int, step:
     return False
 
 
-def unmarked_doubts(ctx: Ctx, hunk: Hunk, first: bool, last: bool, s: int, e: int) -> list[str]:
+def unmarked_doubts(ctx: Ctx, hunk: Hunk, first: bool, last: bool, s: int, e: int,
+                    bounds: frozenset[int] = frozenset()) -> list[str]:
     """A snippet end without a marker that stops a line or two short of the file's end (closing
-    brackets alone, like a class's final `}`, do not count: no edit deletes just those)."""
+    brackets alone, like a class's final `}`, do not count: no edit deletes just those). An end
+    at a bound of a definition the hunk names (`bounds`: its first line, the line after its
+    last) is where the snippet's subject begins or ends, not a deletion of what lies beyond."""
     out = []
     keys = ctx.index.keys
-    if first and not hunk.marker_before:
+    if first and not hunk.marker_before and s not in bounds:
         n = sum(1 for k in keys[:s] if k)
         if 0 < n <= 2 and not _closers_only(ctx, keys[:s]):
             out.append(f"unmarked start: the {n} line(s) above may be meant deleted")
-    if last and not hunk.marker_after:
+    if last and not hunk.marker_after and e not in bounds:
         n = sum(1 for k in keys[e:] if k)
         if 0 < n <= 2 and not _closers_only(ctx, keys[e:]):
             out.append(f"unmarked end: the {n} line(s) below may be meant deleted")

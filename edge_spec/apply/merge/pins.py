@@ -17,6 +17,7 @@ A pair (hunk line, original line, forced) says the hunk line takes the original 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from difflib import SequenceMatcher
 
 from edge_spec.apply.merge.anchors import indent_of, norm
 from edge_spec.apply.merge.edges import Ctx
@@ -141,7 +142,24 @@ def _given_whole(ctx: Ctx, hunk: Hunk, it: Definition, d: Definition) -> bool:
     if hunk.indent_after is not None and hunk.indent_after > width(indent_of(hunk.lines[it.head])):
         return False  # the marker after it is inside it
     last = hunk.lines[it.end]
-    return same(ctx, last, d.end) and not any(same(ctx, last, i) for i in range(d.head, d.end))
+    if same(ctx, last, d.end) and not any(same(ctx, last, i) for i in range(d.head, d.end)):
+        return True
+    return _ends_together(ctx, hunk, it, d)
+
+
+def _ends_together(ctx: Ctx, hunk: Hunk, it: Definition, d: Definition) -> bool:
+    """Whether the shown body and the original's align to their ends: a body that stops early
+    leaves the original's last lines unmatched, one given whole rewrites or keeps them. Needs
+    most of the original body kept, and bodies of a like size."""
+    mine = [norm(ln) for ln in hunk.lines[it.head + 1: it.end + 1] if ln.strip()]
+    theirs = [k for k in ctx.index.keys[d.head + 1: d.end + 1] if k]
+    if len(theirs) < 2 or not 0.5 <= len(mine) / len(theirs) <= 2:
+        return False
+    ops = SequenceMatcher(None, mine, theirs, autojunk=False).get_opcodes()
+    kept = sum(i2 - i1 for op, i1, i2, _, _ in ops if op == "equal")
+    tag, i1, i2, j1, j2 = ops[-1]
+    return tag in ("equal", "replace") and i2 == len(mine) and j2 == len(theirs) and (
+        kept >= len(theirs) / 2)
 
 
 def closer_pairs(ctx: Ctx, hunk: Hunk, texts: Sequence[str | None], matched: dict[int, int],

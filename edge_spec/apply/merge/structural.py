@@ -61,6 +61,7 @@ from edge_spec.apply.merge.syntax import (
     encode_lines,
     error_line,
     guess_language,
+    hunk_definitions,
     parse,
     reparse,
 )
@@ -153,7 +154,7 @@ def structural_merge(original: str, snippet: str, lang: str = "",
               {(d.kind, d.name) for d in defs},
               keep_trailing=any(ln != ln.rstrip() for ln in olines) or not _pasted(snippet, eol))
     chosen = pick_ordered([_candidates(h, index) for h in hunks])
-    ctx.imap = learn_indent(_indent_pairs(hunks, chosen, index))
+    ctx.imap = learn_indent(_indent_pairs(hunks, chosen, index) + _definition_indents(ctx, hunks))
     style, unit, sure = indent_style(olines)
     if style == "tabs":  # tabs files take the snippet's unit of spaces
         _, unit, sure = indent_style(slines)
@@ -201,6 +202,20 @@ def _indent_pairs(hunks: Sequence[Hunk], chosen: Sequence[Chain | None],
             for k in range(b.n):
                 if index.keys[b.i + k]:
                     pairs.append((indent_of(h.lines[b.j + k]), index.indents[b.i + k]))
+    return pairs
+
+
+def _definition_indents(ctx: Ctx, hunks: Sequence[Hunk]) -> list[tuple[str, str]]:
+    """Indentation pairs from whole definitions of the snippet whose name and kind match one
+    original definition: chat models print a method at column 0, and its header (with every
+    line under it) says how the snippet's indentation maps to the file's."""
+    pairs: list[tuple[str, str]] = []
+    for h in hunks:
+        for it in hunk_definitions(ctx.language, h.lines) or ():
+            found = [d for d in ctx.defs if (d.kind, d.name) == (it.kind, it.name)]
+            if it.kind in ("function", "class") and it.complete and len(found) == 1:
+                n = sum(1 for ln in h.lines[it.start: it.end + 1] if ln.strip())
+                pairs += [(indent_of(h.lines[it.head]), ctx.index.indents[found[0].head])] * n
     return pairs
 
 
