@@ -124,3 +124,58 @@ def test_family_round_trip(model_type: str, tokenizers: dict[str, Path], tmp_pat
         report.append(spec_equals_plain(rt, drafters[name], ids, name))
     with capsys.disabled():
         print(f"\n[{model_type}] " + "; ".join(report))
+
+
+# ---- Qwen3: pairs, bundle, run -----------------------------------------------------------------
+
+def _cli(*args: str):  # noqa: ANN202
+    from click.testing import CliRunner
+
+    from edge_spec.cli.main import main
+
+    return CliRunner().invoke(main, list(args))
+
+
+@pytest.mark.real
+def test_qwen3_pair_bundle_and_run(tokenizers: dict[str, Path], tmp_path: Path) -> None:
+    """A Qwen3 target and a smaller Qwen3 drafter (one vocabulary) pair; a Llama with another
+    vocabulary is refused with the reason; the exported bundle records architecture and
+    converter, and `edge-spec run --bundle` decodes it speculatively exactly as plainly."""
+    import json
+
+    target = tiny("qwen3", tokenizers, tmp_path)
+    drafter = build_tiny("qwen3", tokenizers["qwen"], tmp_path / "qwen3-drafter", seed=1,
+                         num_hidden_layers=1, hidden_size=32, intermediate_size=64)
+    other = tiny("llama", tokenizers, tmp_path)
+    pair = _cli("inspect", str(target), str(drafter), "--json")
+    assert pair.exit_code == 0, pair.output
+    assert json.loads(pair.stdout)["pairing"]["pairs"] is True
+    bad = _cli("inspect", str(target), str(other))
+    assert bad.exit_code == 2 and "cannot draft for" in bad.stderr and "differ" in bad.stderr
+    refused = _cli("export", str(target), "--drafter", str(other), "--out",
+                   str(tmp_path / "nope"), "-q")
+    assert refused.exit_code == 2 and "stage 'pair'" in refused.stderr
+    assert "does not pair" in refused.stderr and not (tmp_path / "nope").exists()
+
+    out = tmp_path / "bundle"
+    res = _cli("export", str(target), "--drafter", str(drafter), "--format", "gguf,onnx",
+               "--target-quant", "F32", "--drafter-quant", "Q8_0", "--onnx-quant", "none",
+               "--threads", "2", "--out", str(out), "--json", "-q")
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    for f in d["files"]:
+        if f["format"] == "gguf":
+            assert f["architecture"] == "qwen3" and "edge-spec hf_to_gguf" in f["converter"], f
+            assert ("llama-cpp-python" in f["converter"]) == (f["quant"] == "Q8_0"), f
+        elif f["format"] == "onnx":
+            assert f["architecture"] == "qwen3" and "onnxruntime-genai" in f["converter"], f
+    assert all(c["agreement"] == 1.0 for c in d["checks"] if c["role"] == "target"), d["checks"]
+    for runtime in ("llamacpp", "ort"):
+        texts = {}
+        for draft in ("none", "model"):
+            run = _cli("run", "--bundle", str(out), "--runtime", runtime, "--prompt", PROMPT,
+                       "--no-chat", "--draft", draft, "--max-tokens", "24", "--threads", "2",
+                       "--json")
+            assert run.exit_code == 0, (runtime, draft, run.output)
+            texts[draft] = json.loads(run.stdout)["text"]
+        assert texts["model"] == texts["none"] and texts["none"], (runtime, texts)

@@ -46,8 +46,10 @@ def tokenizer_from_gguf(gguf: Path, out: Path) -> Path:
     return out
 
 
-def build_tiny(model_type: str, tokenizer_dir: Path, out: Path, seed: int = 0) -> Path:
-    """A random-init checkpoint of `model_type` with the tokenizer in `tokenizer_dir`."""
+def build_tiny(model_type: str, tokenizer_dir: Path, out: Path, seed: int = 0,
+               **overrides: Any) -> Path:
+    """A random-init checkpoint of `model_type` with the tokenizer in `tokenizer_dir`;
+    `overrides` replace config fields (a smaller drafter: `num_hidden_layers=1`)."""
     import torch
     import transformers
 
@@ -55,7 +57,7 @@ def build_tiny(model_type: str, tokenizer_dir: Path, out: Path, seed: int = 0) -
     tok = json.loads((tokenizer_dir / "tokenizer.json").read_text(encoding="utf-8"))
     ids = list(tok["model"]["vocab"].values()) + [a["id"] for a in tok.get("added_tokens", [])]
     specials = _special_ids(tokenizer_dir)
-    fields = {k: v for k, v in {**_SHAPE, **extra}.items() if v is not None}
+    fields = {k: v for k, v in {**_SHAPE, **extra, **overrides}.items() if v is not None}
     cfg = getattr(transformers, cls_name)(**fields, vocab_size=max(ids) + 1,
                                          initializer_range=INIT_STD, **specials)
     torch.manual_seed(seed)
