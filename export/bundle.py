@@ -44,6 +44,8 @@ class BundleFile:
     sha256: str
     quant: str = ""
     source: str = ""
+    architecture: str = ""  # GGUF general.architecture, or the checkpoint's model_type (ONNX)
+    converter: str = ""  # what wrote the file, with versions
 
 
 @dataclass(frozen=True)
@@ -84,10 +86,11 @@ class Manifest:
 
 
 def file_entry(root: Path, rel: str, role: str, fmt: str, quant: str = "",
-               source: str = "") -> BundleFile:
+               source: str = "", architecture: str = "", converter: str = "") -> BundleFile:
     """A manifest entry for `root/rel`, hashed now."""
     path = root / rel
-    return BundleFile(rel, role, fmt, path.stat().st_size, sha256_file(path), quant, source)
+    return BundleFile(rel, role, fmt, path.stat().st_size, sha256_file(path), quant, source,
+                      architecture, converter)
 
 
 # ---- writing -------------------------------------------------------------------------------
@@ -186,7 +189,9 @@ def _file(v: Any, tbl: Any, i: int) -> BundleFile:
                       format=_need(v, t, f"{name}.format", str, FORMATS),
                       size=_need(v, t, f"{name}.size", int, lo=0), sha256=sha,
                       quant=v.get(t, f"{name}.quant", str, ""),
-                      source=v.get(t, f"{name}.source", str, ""))
+                      source=v.get(t, f"{name}.source", str, ""),
+                      architecture=v.get(t, f"{name}.architecture", str, ""),
+                      converter=v.get(t, f"{name}.converter", str, ""))
 
 
 def _check(v: Any, tbl: Any, i: int) -> CheckResult:

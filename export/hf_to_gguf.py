@@ -1,4 +1,4 @@
-"""Hugging Face checkpoint (llama / qwen2 family, safetensors) -> f16 or f32 GGUF.
+"""Hugging Face checkpoint (safetensors) -> f16 or f32 GGUF, for the families in `gguf_arches`.
 
 Built on the pip `gguf` package (writer, tensor-name map, SpecialVocab); the weights are read
 straight from the safetensors files with numpy memory maps, so torch is not needed and memory
@@ -20,11 +20,10 @@ from typing import Any
 import numpy as np
 
 from edge_spec.errors import UserError, require
+from edge_spec.export.gguf_arches import ARCHES, Arch, arch_of, norm_eps, rope_dims, transform
 from edge_spec.fsutil import atomic_path
 from edge_spec.store.checkpoint import check_hf_checkpoint
 
-# config.json model_type -> GGUF architecture name.
-ARCHES = {"llama": "llama", "qwen2": "qwen2"}
 OUT_TYPES = ("f16", "f32")
 # Pre-tokenizer split regexes of known vocabularies -> llama.cpp's pre-tokenizer name. These are
 # the published patterns of the Qwen2 and Llama 3 tokenizers (data, not code).
@@ -56,7 +55,7 @@ def read_config(folder: Path) -> dict[str, Any]:
         cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise UserError(f"{folder}/config.json: cannot read it ({exc})") from None
-    if not isinstance(cfg, dict) or cfg.get("model_type") not in ARCHES:
+    if not isinstance(cfg, dict) or arch_of(cfg) is None:
         kind = cfg.get("model_type") if isinstance(cfg, dict) else None
         raise UserError(f"{folder}: model_type {kind!r} is not supported for GGUF export; "
                         f"supported: {', '.join(ARCHES)}")
@@ -71,10 +70,11 @@ def hf_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], out_typ
         raise UserError(f"unknown GGUF output type {out_type!r}: use one of {', '.join(OUT_TYPES)}")
     folder = check_hf_checkpoint(src)
     cfg = read_config(folder)
-    arch = ARCHES[cfg["model_type"]]
-    tensors = _plan(folder, cfg, arch)
-    writer = gguf.GGUFWriter(None, arch)
-    _add_hparams(writer, gguf, cfg, folder, out_type)
+    arch = arch_of(cfg)
+    assert arch is not None  # read_config refused the others
+    tensors = _plan(folder, cfg, arch.gguf)
+    writer = gguf.GGUFWriter(None, arch.gguf)
+    _add_hparams(writer, gguf, cfg, folder, out_type, arch)
     _add_vocab(writer, gguf, folder, cfg)
     for name, t in tensors:
         shape, dt = t.shape, _out_dtype(t, out_type)
@@ -113,7 +113,7 @@ def _plan(folder: Path, cfg: dict[str, Any], arch: str) -> list[tuple[str, _Tens
         name = names.get_name(t.name, try_suffixes=(".weight", ".bias"))
         if name is None:
             raise UserError(f"{folder}: tensor {t.name!r} has no GGUF name for {arch}; "
-                            "this checkpoint has parts the llama/qwen2 converter does not know")
+                            "this checkpoint has parts the converter does not know")
         out.append((name, t))
     if not out:
         raise UserError(f"{folder}: the safetensors files hold no tensors")
@@ -155,36 +155,27 @@ def _entry(path: Path, name: str, info: Any, base: int, size: int) -> _Tensor:
     return _Tensor(name, path, dtype, shape, start, end)
 
 
-def _load(t: _Tensor, cfg: dict[str, Any], arch: str, name: str, out_type: str) -> np.ndarray:
-    """The tensor's data as the output dtype, with llama's Q/K rows reordered."""
+def _load(t: _Tensor, cfg: dict[str, Any], arch: Arch, name: str, out_type: str) -> np.ndarray:
+    """The tensor's data as the output dtype, changed the way llama.cpp expects."""
     raw = np.memmap(t.file, dtype=np.uint8, mode="r", offset=t.start, shape=(t.end - t.start,))
     arr = raw.view(_ST_DTYPES[t.dtype]).reshape(t.shape)
     if t.dtype == "BF16":  # bf16 is the top half of an f32
         arr = (arr.astype(np.uint32) << 16).view(np.float32)
-    if arch == "llama" and name.startswith("blk.") and (".attn_q." in name or ".attn_k." in name):
-        heads = cfg["num_attention_heads"]
-        if ".attn_k." in name:
-            heads = cfg.get("num_key_value_heads") or heads
-        arr = _rope_interleave(arr, int(heads))
+    arr = transform(arch, cfg, name, arr)
     return np.ascontiguousarray(arr, dtype=_out_dtype(t, out_type))
-
-
-def _rope_interleave(w: np.ndarray, n_head: int) -> np.ndarray:
-    """HF llama stores each head's rotary pairs as two halves; GGUF wants them interleaved."""
-    rows = w.shape[0]
-    half = rows // n_head // 2
-    return w.reshape(n_head, 2, half, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
 def _rope(cfg: dict[str, Any]) -> tuple[float, dict[str, Any]]:
     """(rope theta, scaling dict) from transformers 4.x (rope_theta/rope_scaling) or 5.x config."""
     params = cfg.get("rope_parameters") or {}
+    params = params.get("full_attention", params)  # Gemma 3: global layers; local ones apart
     theta = params.get("rope_theta", cfg.get("rope_theta", 10000.0))
     scaling = cfg.get("rope_scaling") or (params if params.get("rope_type") else {})
     return float(theta), scaling
 
 
-def _add_hparams(w: Any, gguf: Any, cfg: dict[str, Any], folder: Path, out_type: str) -> None:
+def _add_hparams(w: Any, gguf: Any, cfg: dict[str, Any], folder: Path, out_type: str,
+                 arch: Arch) -> None:
     """Model hyperparameters from config.json under the GGUF keys llama.cpp reads."""
     try:
         hidden, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
@@ -195,12 +186,17 @@ def _add_hparams(w: Any, gguf: Any, cfg: dict[str, Any], folder: Path, out_type:
         w.add_feed_forward_length(int(cfg["intermediate_size"]))
         w.add_head_count(heads)
         w.add_head_count_kv(int(cfg.get("num_key_value_heads") or heads))
-        w.add_layer_norm_rms_eps(float(cfg["rms_norm_eps"]))
+        if arch.layer_norm:
+            w.add_layer_norm_eps(norm_eps(cfg))
+        else:
+            w.add_layer_norm_rms_eps(norm_eps(cfg))
+        head_dim = int(cfg.get("head_dim") or hidden // heads)
+        w.add_rope_dimension_count(rope_dims(cfg))
+        if arch.extra is not None:
+            arch.extra(w, cfg, folder)
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"{folder}/config.json: missing or bad hyperparameter ({exc})") from None
-    head_dim = int(cfg.get("head_dim") or hidden // heads)
-    w.add_rope_dimension_count(head_dim)
-    if head_dim != hidden // heads:
+    if head_dim != hidden // heads or arch.head_dim_keys:
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
     theta, scaling = _rope(cfg)

@@ -41,6 +41,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from edge_spec.errors import MissingExtraError, UserError
@@ -53,6 +54,13 @@ EXPORTERS = ("builder", "optimum")
 # Files the runtime reads besides the graph; copied from the source when the exporter did not.
 AUX_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
              "chat_template.jinja", "generation_config.json", "config.json")
+# Architectures the model builder of the pinned onnxruntime-genai cannot export, found on tiny
+# checkpoints of each family: (reason, or None for "unknown to it"). Gemma 3's builder reads a
+# flat `rope_type`, and transformers 5 keeps Gemma 3's RoPE per layer type.
+BUILDER_GAPS: dict[str, str | None] = {
+    "starcoder2": None,
+    "gemma3_text": "it cannot read Gemma 3's per-layer RoPE settings as transformers 5 writes them",
+}
 # int4: quantize the embedding Gather too (Qwen 0.5B: 395 MB, same first 20 greedy tokens as fp32).
 INT4_OPTIONS = {"op_types_to_quantize": "MatMul/Gather"}
 
@@ -70,6 +78,7 @@ def export_onnx(hf_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str],
         built = work / "out"
         built.mkdir()
         if exporter == "builder":
+            check_builder_supports(hf)
             _run_builder(hf, built, work, precision, provider, extra_options or {})
         else:
             _run_optimum(hf, built, work, provider)
@@ -97,6 +106,41 @@ def _validate(out: Path, quant: str, provider: str, exporter: str) -> str:
     if exporter == "optimum" and precision != "fp32":
         raise UserError("the optimum exporter writes fp32 only here; use the builder for int4/int8")
     return precision
+
+
+def builder_version() -> str:
+    """The installed onnxruntime-genai version (CPU or CUDA package)."""
+    for dist in ("onnxruntime-genai", "onnxruntime-genai-cuda"):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return "(not installed)"
+
+
+def converter_label(exporter: str) -> str:
+    """What wrote an ONNX folder, with its version, for the bundle manifest."""
+    if exporter == "builder":
+        return f"onnxruntime-genai {builder_version()} model builder"
+    try:
+        return f"optimum-onnx {version('optimum-onnx')} (optimum-cli export onnx)"
+    except PackageNotFoundError:
+        return "optimum-cli export onnx"
+
+
+def check_builder_supports(hf: Path) -> None:
+    """Refuse, in one line naming the builder's version, a family it cannot export."""
+    cfg = json.loads((hf / "config.json").read_text(encoding="utf-8"))
+    kind = str(cfg.get("model_type"))
+    if kind not in BUILDER_GAPS:
+        return
+    nested = any(isinstance(v, dict) for v in (cfg.get("rope_parameters") or {}).values())
+    reason = BUILDER_GAPS[kind]
+    if reason is not None and kind == "gemma3_text" and not nested:
+        return
+    why = reason or f"it does not know the {kind} architecture"
+    raise UserError(f"onnxruntime-genai {builder_version()}'s ONNX model builder cannot export "
+                    f"{hf.name} ({kind}): {why}; export it with --format gguf")
 
 
 def _run_builder(hf: Path, built: Path, work: Path, precision: str, provider: str,

@@ -145,6 +145,7 @@ class _Run:
         self.hf_dirs: dict[Path, Path] = {}  # GGUF source -> its dequantized HF folder
         self.quants: dict[str, str] = {}  # role -> GGUF quant
         self.onnx_quants: dict[str, str] = {}  # role -> ONNX quant
+        self.made_by: dict[tuple[str, str], tuple[str, str]] = {}  # -> (architecture, converter)
 
     @contextlib.contextmanager
     def stage(self, name: str, detail: str = "") -> Iterator[list[int]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import shutil
 import time
 from importlib.metadata import PackageNotFoundError, version
@@ -24,7 +25,7 @@ from edge_spec.export.bundle import (
     tokenizer_info,
     write_manifest,
 )
-from edge_spec.export.gguf_info import gguf_vocab, model_vocab
+from edge_spec.export.gguf_info import gguf_vocab, model_vocab, read_gguf_fields
 from edge_spec.export.gguf_to_hf import gguf_to_hf
 from edge_spec.export.hf_to_gguf import hf_to_gguf
 from edge_spec.export.quantize import gguf_quant, quantize_gguf
@@ -33,6 +34,30 @@ from edge_spec.export.roundtrip import open_for_check, roundtrip
 if TYPE_CHECKING:
     from edge_spec.export.pipeline import Source, _Run
     from edge_spec.runtimes.base import VocabInfo
+
+
+def _version(dist: str) -> str:
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "?"
+
+
+def gguf_converter(converted: bool, quantized: bool) -> str:
+    """What wrote a bundle's GGUF file, with the versions that matter for reproducing it."""
+    parts = []
+    if converted:
+        parts.append(f"edge-spec hf_to_gguf {_version('edge-spec')} (gguf {_version('gguf')})")
+    if quantized:
+        parts.append(f"llama.cpp quantize (llama-cpp-python {_version('llama-cpp-python')})")
+    return " + ".join(parts) or "copy of the source file"
+
+
+def _hf_arch(hf: Path) -> str:
+    try:
+        return str(json.loads((hf / "config.json").read_text(encoding="utf-8"))["model_type"])
+    except (OSError, ValueError, KeyError):
+        return ""
 
 
 def pair_sources(target: Source, drafter: Source | None) -> VocabInfo:
@@ -100,6 +125,9 @@ def quantize(run: _Run, target: Source, drafter: Source | None) -> int:
             quantize_gguf(inp, dst, quant, threads=run.opts.threads)
         run.made[(role, "gguf")] = dst
         run.quants[role] = quant
+        arch = read_gguf_fields(dst, ("general.architecture",)).get("general.architecture", "")
+        run.made_by[(role, "gguf")] = (str(arch), gguf_converter(
+            src.kind == "hf", action == "quantize"))
         written += run.record("quantize", f"{role} {action} -> {quant}", t0, dst.stat().st_size)
     return written
 
@@ -123,7 +151,7 @@ def _hf_dir(run: _Run, src: Source, role: str) -> Path:
 def onnx(run: _Run, target: Source, drafter: Source | None) -> int:
     """ONNX model folders through edge_spec.export.onnx (the builder or optimum)."""
     try:
-        from edge_spec.export.onnx import export_onnx  # optional: needs the onnx tooling
+        from edge_spec.export.onnx import converter_label, export_onnx  # optional: onnx tooling
     except ImportError as exc:
         raise UserError(f"ONNX export is not available in this install ({exc}); use "
                         "--format gguf") from None
@@ -139,6 +167,7 @@ def onnx(run: _Run, target: Source, drafter: Source | None) -> int:
             raise UserError(f"the ONNX exporter wrote outside the bundle ({folder})")
         run.made[(role, "onnx")] = folder
         run.onnx_quants[role] = quant
+        run.made_by[(role, "onnx")] = (_hf_arch(hf), converter_label(o.onnx_exporter))
         size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
         written += run.record("onnx", f"{role} {o.onnx_exporter} {quant}", t0, size)
     return written
@@ -217,11 +246,12 @@ def manifest(run: _Run, target: Source, drafter: Source | None, vocab: VocabInfo
     for (role, fmt), path in sorted(run.made.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         if fmt == "gguf":
             rel = path.relative_to(run.tmp).as_posix()
-            files.append(file_entry(run.tmp, rel, role, fmt, run.quants[role], labels[role]))
+            files.append(file_entry(run.tmp, rel, role, fmt, run.quants[role], labels[role],
+                                    *run.made_by[(role, fmt)]))
             continue
         for p in sorted(q for q in path.rglob("*") if q.is_file()):
             files.append(file_entry(run.tmp, p.relative_to(run.tmp).as_posix(), role, fmt,
-                                    run.onnx_quants[role], labels[role]))
+                                    run.onnx_quants[role], labels[role], *run.made_by[(role, fmt)]))
     if tok is not None:
         files.append(tok)
     m = Manifest(files=tuple(files), tokenizer=tokenizer_info(vocab),

@@ -142,6 +142,10 @@ class TorchRuntime:
 
     def _new_cache(self) -> Any:
         transformers = require("transformers", "torch")
+        if "sliding_attention" in (getattr(self.model.config, "layer_types", None) or ()):
+            # A sliding-window layer drops old positions and cannot be cropped back; full
+            # layers keep them and the attention mask still applies the window.
+            return transformers.DynamicCache()
         try:
             return transformers.DynamicCache(config=self.model.config)
         except TypeError:  # transformers < 4.56 takes no config

@@ -211,3 +211,38 @@ def test_qwen_and_smollm2_refuse_to_pair(qwen_paths: tuple[Path, Path], smollm2_
     err = one_line_error(invoke("inspect", str(qwen_paths[0]), str(smollm2_path)))
     assert "cannot draft for" in err and "differ" in err
 
+
+
+# ---- per-family checks of the converter (no model needed) -----------------------------------
+
+def test_unknown_model_type_lists_the_supported(tmp_path: Path) -> None:
+    from edge_spec.export.hf_to_gguf import read_config
+
+    (tmp_path / "config.json").write_text('{"model_type": "mamba"}')
+    with pytest.raises(UserError, match="'mamba' is not supported.*qwen3.*gemma3_text.*phi3"
+                                        ".*granite.*starcoder2"):
+        read_config(tmp_path)
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"layer_types": ["full_attention", "sliding_attention"]}, "sliding-window layers then one global"),
+    ({"query_pre_attn_scalar": 256}, "query_pre_attn_scalar 256 differs"),
+])
+def test_gemma3_llama_cpp_would_run_differently(change: dict, match: str) -> None:
+    gguf = pytest.importorskip("gguf")
+    from edge_spec.export.gguf_arches import ARCHES
+
+    cfg = {"hidden_size": 64, "num_attention_heads": 4, "head_dim": 16, "num_hidden_layers": 2,
+           "sliding_window": 16, "query_pre_attn_scalar": 16, **change}
+    with pytest.raises(UserError, match=match):
+        ARCHES["gemma3_text"].extra(gguf.GGUFWriter(None, "gemma3"), cfg, Path("ckpt"))
+
+
+def test_phi3_longrope_refused() -> None:
+    gguf = pytest.importorskip("gguf")
+    from edge_spec.export.gguf_arches import ARCHES
+
+    cfg = {"max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+           "rope_scaling": {"type": "longrope", "long_factor": [1.0], "short_factor": [1.0]}}
+    with pytest.raises(UserError, match="LongRoPE"):
+        ARCHES["phi3"].extra(gguf.GGUFWriter(None, "phi3"), cfg, Path("ckpt"))
