@@ -47,7 +47,7 @@ from edge_spec.core.types import Drafter, Reference
 from edge_spec.drafters.model import ModelDrafter
 from edge_spec.drafters.reference import ReferenceDrafter
 from edge_spec.errors import UserError
-from edge_spec.export.bundle import load_bundle
+from edge_spec.export.bundle import is_bundle, load_bundle
 from edge_spec.export.gguf_info import model_vocab
 from edge_spec.runtimes import backend_name, open_runtime
 from edge_spec.runtimes.base import Runtime, VocabInfo
@@ -332,6 +332,8 @@ def build_engine(model: str | None = None, drafter: str | None = None, *,
     `profile="none"` asks for the built-in defaults.
     """
     recommended = None
+    if bundle is None and model is not None and is_bundle(model):
+        bundle, model = model, None  # `--model BUNDLE`: the folder names the pair and runtime
     if bundle is not None:
         model, drafter, runtime, recommended = _bundle_args(bundle, verify_bundle, model,
                                                             drafter, runtime)

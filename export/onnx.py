@@ -10,11 +10,11 @@ Two exporters:
   and imports top-level modules named `builders` and `quantization`, loads torch and
   transformers, and prints thousands of progress lines; a child process keeps all of that (and
   its memory, and any crash) out of ours, and `-m` is its documented, stable interface.
-  It needs the `export` extra plus the `onnx` and `onnx-ir` packages. Measured (SmolLM2, 2-core
-  CPU): the default int8/int4 graphs use MatMulNBits `accuracy_level=4` (int8 activations) whose
-  one-token and multi-token kernels differ by up to ~1.6 in the logits, so a speculative verify
-  step and plain decoding can pick different tokens at near-ties; `accuracy_level=1..3` is exact
-  but 30-60x slower per token, and fp32 is exact (7e-5) at about 2x the int8 cost.
+  It needs the `export` extra plus the `onnx` and `onnx-ir` packages. The default int8/int4
+  graphs use MatMulNBits `accuracy_level=4` (int8 activations), whose one-token and
+  multi-token kernels differ in the logits, so a speculative verify step and plain decoding can
+  pick different tokens at near-ties; lower accuracy levels are exact but far slower per token,
+  and fp32 is exact at a small multiple of the int8 cost (docs/runtimes.md).
 - `optimum`: `optimum-cli export onnx --task text-generation-with-past`, for architectures the
   builder does not cover. Its package (`optimum-onnx`, extra `optimum`) pins transformers below
   4.58, so install it in its own environment, never beside the `export` extra (it downgrades
@@ -23,7 +23,7 @@ Two exporters:
   model then runs but is wrong), so the exporter is given a copy of the config with `rope_theta`
   and `rope_scaling` written at the top level; it does not copy a 5.x-saved tokenizer, so the
   tokenizer files are copied after it. It writes fp32 only here: its int8 (`quantize_dynamic`)
-  and int4 outputs were slower and less faithful than the builder's (DESIGN.md section 10).
+  and int4 outputs were slower and less faithful than the builder's (docs/runtimes.md).
 
 Output is written into a hidden temp folder beside `out_dir` and renamed into place at the end,
 so a failed or interrupted export never leaves a folder that looks complete.

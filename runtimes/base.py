@@ -19,7 +19,7 @@ RuntimeOptions = RuntimeSettings  # the settings tree's [runtime] section
 
 @dataclass(frozen=True)
 class VocabInfo:
-    """What pairing needs to know about a tokenizer (DESIGN.md section 7)."""
+    """What pairing needs to know about a tokenizer (docs/design.md, "Pairing")."""
 
     size: int
     vocab_type: str

@@ -27,7 +27,7 @@ def load_gguf_model(path: str | os.PathLike[str], dtype: str = "float32"):  # no
         raise UserError(f"{path}: transformers cannot load this GGUF ({exc}); only "
                         "architectures transformers' GGUF loader knows are supported") from exc
     # The GGUF quantizer marker makes save_pretrained refuse ("not serializable"); the weights
-    # are already dequantized, so drop it (DESIGN.md section 10).
+    # are already dequantized, so drop it (docs/runtimes.md).
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config

@@ -179,3 +179,8 @@ def test_qwen3_pair_bundle_and_run(tokenizers: dict[str, Path], tmp_path: Path) 
             assert run.exit_code == 0, (runtime, draft, run.output)
             texts[draft] = json.loads(run.stdout)["text"]
         assert texts["model"] == texts["none"] and texts["none"], (runtime, texts)
+        # `--model BUNDLE` names the same pair as `--bundle BUNDLE`
+        run = _cli("run", "--model", str(out), "--runtime", runtime, "--prompt", PROMPT,
+                   "--no-chat", "--max-tokens", "24", "--threads", "2", "--json")
+        assert run.exit_code == 0, (runtime, run.output)
+        assert json.loads(run.stdout)["text"] == texts["none"], runtime
