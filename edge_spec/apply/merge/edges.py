@@ -32,6 +32,8 @@ from edge_spec.apply.merge.anchors import LineIndex, norm
 from edge_spec.apply.merge.structure import (
     Brackets,
     IndentMap,
+    imports_cover,
+    is_import,
     restyle,
     statement_key,
     statements,
@@ -203,10 +205,40 @@ def resolve(ctx: Ctx, new: Sequence[str], boundary: int, limit: int, tail: bool,
         return outer
     if _new_definitions(ctx, core, boundary, tail):
         return Edge(_blank_run(ctx, boundary, 0, blanks, avail, tail), True, "")
+    block = _import_block(ctx, core, boundary, avail, tail)
+    if block is not None:
+        take = block.take + _blank_run(ctx, boundary, block.take, blanks, avail, tail)
+        return Edge(take, block.sure, block.reason)
     if take:
         return Edge(take, False, f"changed lines next to a marker may replace more or fewer "
                     f"than {take} original lines")
     return _guess(ctx, core, boundary, avail, tail)
+
+
+def _import_block(ctx: Ctx, core: list[str], boundary: int, avail: int,
+                  tail: bool) -> Edge | None:
+    """Changed lines that are all imports, next to the original's import block: the snippet
+    shows the block as it is to be (consolidated, reordered, grown). Sure when every original
+    import of the block is still imported by the new ones (nothing is silently dropped)."""
+    if not any(is_import(ln) for ln in core) or not all(
+            is_import(ln) or not ln.strip() for ln in core):
+        return None
+    lines = ctx.index.lines
+    k = 0
+    while k < avail:
+        line = lines[boundary + k] if tail else lines[boundary - k - 1]
+        if line.strip() and not is_import(line):
+            break
+        k += 1
+    while k and not (lines[boundary + k - 1] if tail else lines[boundary - k]).strip():
+        k -= 1  # blank lines after the block belong to what follows it
+    old = _region(ctx, boundary, k, tail)
+    if not any(is_import(ln) for ln in old):
+        return None
+    if not imports_cover(core, old):
+        return Edge(k, False, "the new imports drop some of the original's: a consolidation or "
+                    "new imports beside the old is unclear")
+    return Edge(k, True, "")
 
 
 def settle_outer(ctx: Ctx, new: Sequence[str], boundary: int, avail: int, tail: bool,

@@ -245,3 +245,35 @@ def statements(lines: Sequence[str], brackets: Brackets) -> list[tuple[int, int]
         out.append((k, end))
         k = end
     return out
+
+
+_IMPORT_LINE = re.compile(
+    r"(?:import\s|from\s+\S+\s+import\s|use\s|using\s|#\s*include\s|require(?:_relative)?[\s(]"
+    r"|extern\s+crate\s|open\s)")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NOT_IMPORTED = frozenset("import from use using include require require_relative extern crate "
+                          "open static as self super crate".split())
+
+
+def is_import(line: str) -> bool:
+    """Whether a line is an import statement (of any of the languages the table knows)."""
+    return bool(_IMPORT_LINE.match(line.strip()))
+
+
+def imports_cover(new: Sequence[str], old: Sequence[str]) -> bool:
+    """Whether every import in `old` is still imported by `new`: its last name appears there,
+    or a wildcard import of a package its path starts with does (`java.util.*` covers
+    `java.util.Map`, `use std::{fmt, io}` covers `use std::fmt`)."""
+    have = {w for ln in new for w in _WORD.findall(ln)}
+    wild = [_WORD.findall(ln) for ln in new if "*" in ln]
+    for ln in old:
+        if not ln.strip():
+            continue
+        words = [w for w in _WORD.findall(ln) if w not in _NOT_IMPORTED]
+        if not words:
+            return False
+        if words[-1] not in have and not any(
+                w and words[: len(w) - 1] == [x for x in w if x not in _NOT_IMPORTED][: len(w) - 1]
+                for w in wild):
+            return False
+    return True
