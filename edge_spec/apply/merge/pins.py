@@ -22,7 +22,7 @@ from difflib import SequenceMatcher
 from edge_spec.apply.merge.anchors import indent_of, norm
 from edge_spec.apply.merge.edges import Ctx
 from edge_spec.apply.merge.markers import Hunk
-from edge_spec.apply.merge.structure import statement_key, width
+from edge_spec.apply.merge.structure import is_import, statement_key, width
 from edge_spec.apply.merge.syntax import Definition, hunk_definitions
 
 Pair = tuple[int, int, bool]
@@ -328,6 +328,13 @@ def file_end_pairs(ctx: Ctx, hunk: Hunk, first: bool, last: bool, pairs: list[Pa
 def key_anchor(ctx: Ctx, hunk: Hunk, lo: int, hi: int) -> int | None:
     """The one original line in [lo, hi) whose statement key is the hunk's first statement's."""
     first = next((ln for ln in hunk.lines if ln.strip()), "")
+    if is_import(first):  # an import block shown as it is to be: at the original's imports
+        at = next((i for i in range(lo, hi) if is_import(ctx.index.lines[i])), None)
+        rest = range(at + 1, hi) if at is not None else range(0)
+        later = next((i for i in rest if ctx.index.keys[i] and not is_import(ctx.index.lines[i])),
+                     hi)
+        if at is not None and not any(is_import(ctx.index.lines[i]) for i in range(later, hi)):
+            return at  # one import block only: several would leave the place in doubt
     key = statement_key(first)
     if key is None or key[0] not in ("def", "assign", "key", "import"):
         return None
