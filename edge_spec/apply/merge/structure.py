@@ -249,7 +249,7 @@ def statements(lines: Sequence[str], brackets: Brackets) -> list[tuple[int, int]
 
 _IMPORT_LINE = re.compile(
     r"(?:import\s|from\s+\S+\s+import\s|use\s|using\s|#\s*include\s|require(?:_relative)?[\s(]"
-    r"|extern\s+crate\s|open\s)")
+    r"|extern\s+crate\s)")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NOT_IMPORTED = frozenset("import from use using include require require_relative extern crate "
                           "open static as self super crate".split())
