@@ -259,9 +259,16 @@ def assemble(olines: Sequence[str], placements: Sequence[Placement | Edit]) -> l
 
 def _validate(language: str, tree: Any, ctx: Ctx, placements: Sequence[Placement],
               verdicts: list[HunkVerdict]) -> list[HunkVerdict]:
-    """Downgrade exact hunks when the merged file breaks a parse or duplicates a definition."""
-    if tree is None or not any(v.status == "exact" for v in verdicts):
+    """Downgrade exact hunks when the merged file breaks a parse or duplicates a definition;
+    without a grammar, when it holds a block of new lines twice (the line matcher's stand-in
+    for a duplicated definition: tests that repeat setup lines make it too strict otherwise)."""
+    if not any(v.status == "exact" for v in verdicts):
         return verdicts
+    if tree is None:
+        twice = _doubled_block(ctx, placements)
+        return verdicts if twice is None else _downgrade(
+            verdicts, f"new lines also stand at original line {twice + 1}: moved code whose old "
+            "copy is kept?")
     if tree.root_node.has_error:
         return verdicts  # the original does not parse: the check says nothing
     merged = reparse(language, tree, ctx.index.lines,
@@ -277,6 +284,27 @@ def _validate(language: str, tree: Any, ctx: Ctx, placements: Sequence[Placement
         if dup is not None:
             reason = f"the merge defines {dup[2]} twice"
     return verdicts if reason is None else _downgrade(verdicts, reason)
+
+
+_MOVED = 3  # distinctive lines in a row that say a block was moved, not written anew
+
+
+def _doubled_block(ctx: Ctx, placements: Sequence[Placement]) -> int | None:
+    """An original line where a run of a hunk's new (not context) lines already stands, outside
+    what the hunk replaces: the snippet moved that code, and the merge would keep both copies."""
+    index = ctx.index
+    for p in placements:
+        kept = {i for _, i in p.pairs}
+        context = {index.lines[i] for i in kept}
+        keys = [norm(ln) if ln not in context else "" for ln in p.lines]
+        for k in range(len(keys) - _MOVED + 1):
+            run = keys[k: k + _MOVED]
+            if not all(x and not index.trivial(x) for x in run):
+                continue
+            for at in index.count_run(run, 0, len(index)):
+                if not p.start <= at < p.end:
+                    return at
+    return None
 
 
 def _downgrade(verdicts: Sequence[HunkVerdict], reason: str) -> list[HunkVerdict]:
