@@ -296,15 +296,34 @@ def _doubled_block(ctx: Ctx, placements: Sequence[Placement]) -> int | None:
     for p in placements:
         kept = {i for _, i in p.pairs}
         context = {index.lines[i] for i in kept}
-        keys = [norm(ln) if ln not in context else "" for ln in p.lines]
-        for k in range(len(keys) - _MOVED + 1):
-            run = keys[k: k + _MOVED]
-            if not all(x and not index.trivial(x) for x in run):
-                continue
+        keys = [norm(ln) if ln not in context else None for ln in p.lines]
+        runs = [keys[k: k + _MOVED] for k in range(len(keys) - _MOVED + 1)]
+        runs = [r for r in runs if all(x and not index.trivial(x) for x in r)]
+        runs += _new_blocks(index, keys)
+        for run in runs:
             for at in index.count_run(run, 0, len(index)):
                 if not p.start <= at < p.end:
                     return at
     return None
+
+
+def _new_blocks(index: LineIndex, keys: Sequence[str | None]) -> list[list[str]]:
+    """Each stretch of new lines (None marks context), blank lines at its ends dropped, with at
+    least two distinctive lines (a whole small function: `f() {`, its line, `}`)."""
+    out: list[list[str]] = []
+    block: list[str] = []
+    for key in [*keys, None]:
+        if key is not None:
+            block.append(key)
+            continue
+        while block and not block[-1]:
+            block.pop()
+        while block and not block[0]:
+            block.pop(0)
+        if sum(1 for x in block if x and not index.trivial(x)) >= 2:
+            out.append(block)
+        block = []
+    return out
 
 
 def _downgrade(verdicts: Sequence[HunkVerdict], reason: str) -> list[HunkVerdict]:
