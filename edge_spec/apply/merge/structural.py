@@ -297,7 +297,7 @@ def _doubled_block(ctx: Ctx, placements: Sequence[Placement]) -> int | None:
         kept = {i for _, i in p.pairs}
         context = {index.lines[i] for i in kept}
         keys = [norm(ln) if ln not in context else None for ln in p.lines]
-        runs = [keys[k: k + _MOVED] for k in range(len(keys) - _MOVED + 1)]
+        runs = [[x or "" for x in keys[k: k + _MOVED]] for k in range(len(keys) - _MOVED + 1)]
         runs = [r for r in runs if all(x and not index.trivial(x) for x in r)]
         runs += _new_blocks(index, keys)
         for run in runs:
