@@ -1,7 +1,8 @@
 """Score the structural merge on code-apply tasks: how often it is sure, and sure and right.
 
     python benchmarks/merge_eval.py TASKS.jsonl [TASKS2.jsonl ...] [--json] [--show-wrong]
-                                    [--scale LINES] [--repeat N]
+                                    [--scale LINES] [--repeat N] [--split dev|heldout|all]
+                                    [--named named|unnamed|no-grammar]
 
 Each task has `original`, `update` (the snippet), `expected`, `language`, `path`, `id` and
 optionally `kind`. Counts: exact-and-correct, exact-but-WRONG (a silent corruption; must be 0),
@@ -41,17 +42,22 @@ def _verdict(result: MergeResult) -> str:
     return "ambiguous"
 
 
-def run_task(task: dict[str, Any], repeat: int = 1) -> dict[str, Any]:
+def run_task(task: dict[str, Any], repeat: int = 1, named: str = "named") -> dict[str, Any]:
+    """`named`: "named" gives the task's language and path, "unnamed" neither (stdin, a temp
+    file: the merge goes by the content), "no-grammar" a language with no grammar."""
+    lang, path = {"named": (task.get("language") or "", task.get("path")),
+                  "unnamed": ("", None), "no-grammar": ("no-grammar", None)}[named]
     ms = float("inf")
     for _ in range(max(1, repeat)):  # the fastest of a few: a shared machine adds noise
         start = time.perf_counter()
-        result = structural_merge(task["original"], task["update"],
-                                  task.get("language") or "", task.get("path"))
+        result = structural_merge(task["original"], task["update"], lang, path)
         ms = min(ms, (time.perf_counter() - start) * 1000)
     verdict = _verdict(result)
-    correct = result.text == task["expected"]
+    # A task whose snippet has no one right reading (`ambiguous`) is right only when refused.
+    correct = result.text == task["expected"] and not task.get("ambiguous")
     reasons = [h.reason for h in result.hunks if h.status != "exact"]
-    return {"id": task.get("id", ""), "kind": task.get("kind", ""), "verdict": verdict,
+    return {"id": task.get("id", ""), "kind": task.get("kind") or task.get("style", ""),
+            "verdict": verdict,
             "correct": correct, "correct_ws": _squash(result.text) == _squash(task["expected"]),
             "ms": ms, "reason": reasons[0] if reasons else ""}
 
@@ -120,12 +126,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="embed each file among others of its language to >= LINES lines")
     parser.add_argument("--repeat", type=int, default=3,
                         help="time each merge this many times and keep the fastest")
+    parser.add_argument("--split", choices=("dev", "heldout", "all"), default="all",
+                        help="tasks of this `split` only (tasks without one count as dev)")
+    parser.add_argument("--named", choices=("named", "unnamed", "no-grammar"), default="named",
+                        help="give the merge the task's language and path, neither, or a "
+                             "language without a grammar")
     args = parser.parse_args(argv)
     tasks = [json.loads(line) for path in args.tasks
              for line in read_text(path).splitlines() if line.strip()]
+    tasks = [t for t in tasks if args.split in ("all", t.get("split", "dev"))
+             and t.get("faithful", True) is not False]
     if args.scale:
         tasks = scaled(tasks, args.scale)
-    rows = [run_task(t, args.repeat) for t in tasks]
+    rows = [run_task(t, args.repeat, args.named) for t in tasks]
     summary = summarise(rows)
     if args.json:
         print(json.dumps(summary, indent=2))
