@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from edge_spec.apply.check.gaps import marker_gaps
 from edge_spec.apply.check.shown import unshown_changes
 from edge_spec.apply.merge import MergeResult, structural_merge
 from edge_spec.apply.merge.markers import marker_shape
@@ -59,6 +60,7 @@ def answer_problems(original: str, update: str, answer: str,
     problems = _snippet_lines_missing(update.replace("\r\n", "\n").splitlines(), ans)
     if merge is not None:
         problems += unshown_changes(original, update, answer, merge)
+        problems += marker_gaps(original, update, answer, merge.language)
         problems += _parse_problems(original, answer, merge.language)
         if not merge.exact and ans == merge.text.replace("\r\n", "\n").splitlines():
             problems += [unsure_guess("the answer", merge, range(len(merge.hunks)))]
