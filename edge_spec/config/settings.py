@@ -207,7 +207,7 @@ class ApplySettings:
     choose_reach: int = setting(4, lo=0, hi=100)
     choose_max: int = setting(6, lo=0, hi=64)
     choose_context: int = setting(6, lo=0, hi=1000)
-    choose_margin: float = setting(2.0, lo=0.0, hi=1000.0)
+    choose_margin: float = setting(5.0, lo=0.0, hi=1000.0)
 
 
 @dataclass(frozen=True)
