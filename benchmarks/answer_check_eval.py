@@ -16,6 +16,9 @@ write, each derived from the task with a seeded generator:
 - `stale`: the original itself (the edit not applied);
 - `kept-old`: every replaced original block kept beside its new lines (old and new code both).
 - `changed`: one unchanged line far from any edit altered (a renamed identifier).
+- `eaten`: 3-12 unchanged lines dropped right beyond the context the snippet shows around an
+  edit, where its marker stands (everything between the imports and a new function, say);
+- `left-out`: one changed line of the snippet missing from the answer.
 
 Reports per kind how many answers the check flags. Answers equal to the expected file after a
 kind's change (a no-op change) are skipped.
@@ -84,7 +87,38 @@ def wrong_answers(task: dict[str, Any], merged: str, rng: random.Random) -> dict
             any_replace = True
     if any_replace:
         out["kept-old"] = "\n".join(kept)
+    eaten = _eaten(exp, task["update"].split("\n"), orig, rng)
+    if eaten is not None:
+        out["eaten"] = eaten
+    new = [j for op, _i1, _i2, j1, j2 in SequenceMatcher(None, orig, exp, autojunk=False)
+           .get_opcodes() if op != "equal" for j in range(j1, j2) if exp[j].strip()]
+    if new:
+        k = rng.choice(new)
+        out["left-out"] = "\n".join(exp[:k] + exp[k + 1:])
     return {k: v for k, v in out.items() if v != task["expected"]}
+
+
+def _eaten(exp: list[str], snippet: list[str], orig: list[str],
+           rng: random.Random) -> str | None:
+    """The expected file with 3-12 lines dropped just past the snippet's context of an edit."""
+    shown = {ln.strip() for ln in snippet if ln.strip()}
+    cuts = []
+    for op, _i1, _i2, j1, j2 in SequenceMatcher(None, orig, exp, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        top = j1
+        while top > 0 and (exp[top - 1].strip() in shown or not exp[top - 1].strip()):
+            top -= 1
+        bottom = j2
+        while bottom < len(exp) and (exp[bottom].strip() in shown or not exp[bottom].strip()):
+            bottom += 1
+        cuts += [(max(0, top - n), top) for n in (3, 12) if top > 0]
+        cuts += [(bottom, min(len(exp), bottom + n)) for n in (3, 12) if bottom < len(exp)]
+    cuts = [(a, b) for a, b in cuts if any(ln.strip() for ln in exp[a:b])]
+    if not cuts:
+        return None
+    a, b = rng.choice(cuts)
+    return "\n".join(exp[:a] + exp[b:])
 
 
 def evaluate(tasks: list[dict[str, Any]], seed: int) -> tuple[dict[str, list[int]], list[dict]]:
@@ -126,7 +160,8 @@ def main() -> int:
           "the tasks the merge is unsure of, where a model writes the answer under auto):")
     print("| answer | flagged / all | share | flagged / unsure | share |")
     print("|---|---:|---:|---:|---:|")
-    for kind in ("right", "merge-wrong", "dropped", "lazy", "changed", "stale", "kept-old"):
+    for kind in ("right", "merge-wrong", "dropped", "lazy", "changed", "stale", "kept-old",
+                 "eaten", "left-out"):
         f, n, fu, nu = counts.get(kind, [0, 0, 0, 0])
         print(f"| {kind} | {f} / {n} | {f / max(n, 1):.1%} | {fu} / {nu} | {fu / max(nu, 1):.1%} |")
     for r in rows:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +23,7 @@ from edge_spec.apply.check.verdict import (
     not_exact_error,
     verdicts,
 )
+from edge_spec.apply.choose import allowed, choose, chosen_text
 from edge_spec.apply.merge import MergeResult
 from edge_spec.apply.plan import ApplyResult, check_policy, guard_mode, plan_apply
 from edge_spec.apply.region import RegionPlan, plan_regions, run_regions
@@ -43,6 +45,7 @@ from edge_spec.core.chat import Message, chat_tokens, text_tokens
 from edge_spec.core.controller import Controller
 from edge_spec.core.loop import GenConfig, GenResult, generate
 from edge_spec.core.pairing import check_pair
+from edge_spec.core.stats import Stats
 from edge_spec.core.types import Drafter, Reference
 from edge_spec.drafters.model import ModelDrafter
 from edge_spec.drafters.reference import ReferenceDrafter
@@ -274,6 +277,12 @@ class Engine:
             if on_delta is not None:
                 on_delta(res.text)
             return res
+        if engine in ("auto", "region"):
+            picked = self._choose(original, update, merge, instruction, lang)
+            if picked is not None:
+                if on_delta is not None:
+                    on_delta(picked.text)
+                return picked
         regions = None if engine in ("model", "merge") else self._regions(original, update,
                                                                            merge, engine)
 
@@ -296,6 +305,33 @@ class Engine:
         if res.stats.finish_reason != "cancelled":
             found = answer_problems(original, update, res.text, merge)
             res.suspect = (found + [p for p in res.suspect if p not in found])[:MAX_PROBLEMS]
+        return res
+
+    def _choose(self, original: str, update: str, merge: MergeResult,
+                instruction: str | None, lang: str) -> ApplyResult | None:
+        """The file the target chooses among the placements the snippet allows, when it
+        chooses every unsure hunk's by a clear margin (`apply.choose`); else None."""
+        cfg = self.config.apply
+        if cfg.choose_max < 2 or not merge.edits or len(merge.edits) != len(merge.hunks):
+            return None
+        choices = allowed(original, update, merge, cfg)
+        if choices is None or any(len(c.edits) < 2 for c in choices):
+            return None  # one reading left is the check's, not the target's choice
+        t0 = time.perf_counter()
+        with self._lock:
+            scored = choose(self.target, original, update, merge, choices, cfg, lang,
+                            instruction)
+        if any(c.margin < cfg.choose_margin for c in scored):
+            return None
+        text = chosen_text(original, merge, scored)
+        stats = Stats(draft="none", finish_reason="stop",
+                      prefill_ms=(time.perf_counter() - t0) * 1e3)
+        res = ApplyResult(text=text, raw=text, stats=stats, template="", engine="choice",
+                          verdicts=verdicts(merge), language=merge.language)
+        res.choice = [{"hunk": c.hunk + 1, "candidates": len(c.edits),
+                       "lines": [c.winner.start + 1, c.winner.end],
+                       "margin": round(c.margin, 3)} for c in scored]
+        res.suspect = answer_problems(original, update, text, merge, confirmed=True)
         return res
 
     def _regions(self, original: str, update: str, merge: MergeResult,

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from edge_spec.apply import lazy_lines
+from edge_spec.apply.check.gaps import marker_gaps
 from edge_spec.apply.check.shown import unshown_changes
 from edge_spec.apply.check.verdict import answer_problems
 from edge_spec.apply.merge import structural_merge
@@ -141,4 +142,48 @@ def test_no_expected_dev_file_counts_as_lazy() -> None:
     # expected files of the dev tasks (real commits) have none.
     bad = [t["id"] for t in _tasks() if lazy_lines(
         t["expected"], t["original"], snippet_markers(t["original"], t["update"], t["language"]))]
+    assert bad == []
+
+
+IMPORTS = """import os
+import subprocess
+
+
+def load(path):
+    with open(path) as f:
+        return f.read()
+
+
+def save(path, data):
+    with open(path, "w") as f:
+        f.write(data)
+"""
+NEW_FN = """import os
+import subprocess
+# ... existing code ...
+
+
+def run(cmd):
+    return subprocess.run(cmd, check=True)
+"""
+
+
+def test_an_answer_that_drops_the_code_under_a_marker_is_caught() -> None:
+    # What IDE users report most: the code between the imports and a new function dropped.
+    right = IMPORTS + "\n\ndef run(cmd):\n    return subprocess.run(cmd, check=True)\n"
+    merge = structural_merge(IMPORTS, NEW_FN, "python", "x.py")
+    assert unshown_changes(IMPORTS, NEW_FN, right, merge) == []
+    dropped = "import os\nimport subprocess\n\n\n" + right[right.index("def run("):]
+    assert any("not kept where the snippet's marker says" in p
+               for p in _problems(dropped, NEW_FN, IMPORTS))
+    # Also when only part of it goes, and whatever the merge made of the snippet.
+    part = right.replace("def load(path):\n    with open(path) as f:\n        return f.read()\n"
+                         "\n\n", "")
+    assert marker_gaps(IMPORTS, NEW_FN, part, "python")
+    assert marker_gaps(IMPORTS, NEW_FN, right, "python") == []
+
+
+def test_the_marker_check_passes_every_expected_dev_file() -> None:
+    bad = [t["id"] for t in _tasks()
+           if marker_gaps(t["original"], t["update"], t["expected"], t["language"])]
     assert bad == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from conftest import BENCH as DATA
@@ -117,7 +118,10 @@ def test_engine_region_runs_the_model_on_the_window_only() -> None:
     assert plan is not None
     (win,) = plan.windows
     rt = FakeRuntime(follow="```\n" + win.merged + "```\n", n_ctx=8192)
-    eng = Engine(rt, None, EngineConfig().override(kind="reference", region_context=2))
+    cfg = EngineConfig().override(kind="reference", region_context=2)
+    # The region path itself: the target's choice among placements, tried first, is off.
+    cfg = replace(cfg, apply=replace(cfg.apply, choose_max=0))
+    eng = Engine(rt, None, cfg)
     deltas: list[str] = []
     res = eng.apply(ORIG, SNIP, path="x.py", on_delta=deltas.append)
     assert res.engine == "region" and res.text == merge.text, res.raw
@@ -139,6 +143,7 @@ def test_region_result_json_fields(engine: str) -> None:
     assert plan is not None
     rt = FakeRuntime(follow="```\n" + plan.windows[0].merged + "```\n", n_ctx=8192)
     cfg = EngineConfig().override(kind="reference", region_context=2)
+    cfg = replace(cfg, apply=replace(cfg.apply, choose_max=0))  # the region path itself
     res = Engine(rt, None, cfg).apply(
         ORIG, SNIP, path="x.py", engine=engine)
     d = res.to_dict()

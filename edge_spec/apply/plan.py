@@ -54,11 +54,15 @@ class ApplyResult:
     language: str = ""
     # engine "region": the windows the model rewrote (1-based original lines, hunks, tokens).
     regions: list[dict[str, Any]] = field(default_factory=list)
+    # engine "choice": per unsure hunk, how many placements the target chose among, the
+    # winner's span (1-based original lines) and its lead in log-likelihood (nats).
+    choice: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The apply fields of the JSON contract (besides the generation stats)."""
         return {"engine": self.engine, "verdicts": self.verdicts, "suspect": self.suspect,
-                "lazy_lines": self.lazy_lines, "fallback": self.fallback, "regions": self.regions}
+                "lazy_lines": self.lazy_lines, "fallback": self.fallback, "regions": self.regions,
+                "choice": self.choice}
 
 
 @dataclass(frozen=True)

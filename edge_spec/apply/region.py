@@ -90,7 +90,7 @@ def plan_regions(original: str, snippet: str, merge: MergeResult, settings: Appl
             a, b, hunks = wins[k // 2]
             edits = [merge.edits[i] for i in hunks]
             segments.append(Window(a, b, tuple(hunks), _text(olines[a:b]),
-                                   _snippet_part(slines, merge, hunks),
+                                   snippet_part(slines, merge, hunks),
                                    _text(_piece(olines, a, b, edits))))
     if len(used) != len(spans):
         return None  # an edit fits neither a window nor settled text: never drop it
@@ -180,7 +180,7 @@ def _text(lines: Sequence[str]) -> str:
     return "".join(ln + "\n" for ln in lines)
 
 
-def _snippet_part(slines: Sequence[str], merge: MergeResult, hunks: Sequence[int]) -> str:
+def snippet_part(slines: Sequence[str], merge: MergeResult, hunks: Sequence[int]) -> str:
     """The snippet lines of `hunks`, with the marker line before and after when there is one."""
     lo = merge.hunks[hunks[0]].snippet_span[0] - 1
     hi = merge.hunks[hunks[-1]].snippet_span[1]

@@ -97,7 +97,7 @@ def outcome_table(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         row["unjudged"] = sum(r.get("outcome") is None for r in rs)
         row["e2e"] = {"merge": _seconds([r for r in rs if r.get("engine_used") == "merge"]),
                       "model": _seconds([r for r in rs if r.get("engine_used") in
-                                         ("model", "region")]),
+                                         ("model", "region", "choice")]),
                       "all": _seconds(rs)}
         out[mode] = row
     return out

@@ -28,7 +28,7 @@ DTYPES = ("auto", "float32", "float16", "bfloat16")
 # What a request asks for; `AnsweredBy` is who wrote the file it got back.
 ApplyEngine = Literal["auto", "model", "merge", "region"]
 APPLY_ENGINES: tuple[ApplyEngine, ...] = get_args(ApplyEngine)
-AnsweredBy = Literal["merge", "model", "region"]
+AnsweredBy = Literal["merge", "model", "region", "choice"]
 EXPORT_FORMATS = ("gguf", "onnx")
 ONNX_QUANTS = ("int4", "int8", "none")
 ONNX_EXPORTERS = ("builder", "optimum")
@@ -199,6 +199,15 @@ class ApplySettings:
     # snippet line); "markers" bans only marker-shaped lines the original lacks, for edits that
     # need lines of neither.
     guard: str = setting("order", choices=GUARD_MODES)
+    # Before the model writes anything, the target chooses among the placements of each unsure
+    # hunk that the answer check passes: its span's ends moved by up to `choose_reach` lines,
+    # at most `choose_max` distinct ones, each scored by the target's log-likelihood (nats) of a
+    # window of `choose_context` lines around it. The winner answers when it leads the next by
+    # `choose_margin`; else the model writes the window (0 candidates: never choose).
+    choose_reach: int = setting(4, lo=0, hi=100)
+    choose_max: int = setting(6, lo=0, hi=64)
+    choose_context: int = setting(6, lo=0, hi=1000)
+    choose_margin: float = setting(5.0, lo=0.0, hi=1000.0)
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,8 @@ def _shown(snip: _Snippet, new: Sequence[str], left: tuple[str, int],
                 return True
         elif (p > 0 and seq[p - 1] == left[0]) or (p + n < len(seq) and seq[p + n] == right[0]):
             return True
+        elif (p == 0 and left[0] == _EDGE) or (p + n == len(seq) and right[0] == _EDGE):
+            return True  # an unmarked snippet end is the file's end
     return False
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from edge_spec.apply.check.gaps import marker_gaps
 from edge_spec.apply.check.shown import unshown_changes
 from edge_spec.apply.merge import MergeResult, structural_merge
 from edge_spec.apply.merge.markers import marker_shape
@@ -53,14 +54,18 @@ def not_exact_error(merge: MergeResult) -> UserError:
 
 
 def answer_problems(original: str, update: str, answer: str,
-                    merge: MergeResult | None) -> list[str]:
-    """What is wrong with a model's merged file, as one-line findings (empty: looks right)."""
+                    merge: MergeResult | None, confirmed: bool = False) -> list[str]:
+    """What is wrong with a model's merged file, as one-line findings (empty: looks right).
+
+    `confirmed`: the target chose the answer among the placements the snippet allows, so an
+    answer equal to the merge's guess is no longer an unconfirmed guess."""
     ans = answer.replace("\r\n", "\n").splitlines()
-    problems = _snippet_lines_missing(update.replace("\r\n", "\n").splitlines(), ans)
+    problems = snippet_lines_missing(update.replace("\r\n", "\n").splitlines(), ans)
     if merge is not None:
         problems += unshown_changes(original, update, answer, merge)
+        problems += marker_gaps(original, update, answer, merge.language)
         problems += _parse_problems(original, answer, merge.language)
-        if not merge.exact and ans == merge.text.replace("\r\n", "\n").splitlines():
+        if not merge.exact and not confirmed and ans == merge.text.replace("\r\n", "\n").splitlines():
             problems += [unsure_guess("the answer", merge, range(len(merge.hunks)))]
         elif merge.exact:
             problems += _off_the_sure_merge(ans, merge.text.replace("\r\n", "\n").splitlines())
@@ -94,7 +99,7 @@ def _trimmed(lines: Sequence[str]) -> list[str]:
     return out
 
 
-def _snippet_lines_missing(snippet: Sequence[str], answer: Sequence[str]) -> list[str]:
+def snippet_lines_missing(snippet: Sequence[str], answer: Sequence[str]) -> list[str]:
     """Non-marker snippet lines that do not appear in the answer, in order."""
     at, out = 0, []
     stripped = [ln.strip() for ln in answer]

@@ -1,0 +1,171 @@
+"""What a snippet's markers keep: the original code between the runs around each marker.
+
+A marker says "the original code here, unchanged". Where the context next to a marker pins
+its place in the original (the run's lines beside the marker are a block of original lines
+found at exactly one place, with a line that identifies it), the answer must hold the original
+lines that follow that block (or precede it) exactly: all of them up to the next run when both
+sides are pinned, the file's rest at an end, and at least an unbroken prefix (suffix) of them
+otherwise. This needs no placement of the merge, so a wrong span there does not hide an answer
+that drops or rewrites code under a marker: the lines between the imports and a new function,
+a test block taken out of a run of look-alike tests.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from edge_spec.apply.merge.anchors import LineIndex, is_distinctive, norm
+from edge_spec.apply.merge.markers import classify_markers
+
+
+def _keys(lines: Sequence[str]) -> list[str]:
+    return [k for k in map(norm, lines) if k]
+
+
+def _widths(lines: Sequence[str]) -> list[int]:
+    """The indentation of each non-blank line (the lines `_keys` keeps)."""
+    return [len(ln.expandtabs(4)) - len(ln.expandtabs(4).lstrip()) for ln in lines if norm(ln)]
+
+
+def _same_shape(run_w: Sequence[int], orig_w: Sequence[int]) -> bool:
+    """Whether a block is indented alike in the run and the original (by a constant shift):
+    closing brackets match anywhere by text, so only their depth tells one from another."""
+    return len({a - b for a, b in zip(run_w, orig_w, strict=True)}) <= 1
+
+
+def _places(block: Sequence[str], keys: Sequence[str]) -> list[int]:
+    """Where `block` starts as a contiguous run of `keys`."""
+    n = len(block)
+    if not n:
+        return []
+    return [i for i in range(len(keys) - n + 1)
+            if keys[i] == block[0] and list(keys[i:i + n]) == list(block)]
+
+
+@dataclass(frozen=True)
+class _Pin:
+    """A run's edge block next to a marker and where it is in the original's keys."""
+
+    block: tuple[str, ...]
+    at: int  # start of the block in the original's keys
+
+
+def _pin(run: tuple[list[str], list[int]], okeys: Sequence[str], owidths: Sequence[int],
+         tail: bool) -> _Pin | None:
+    """The longest block at the run's marker side found in the original, when it is at one
+    place only, indented as there, and holds an identifying line."""
+    keys, widths = run
+    best: tuple[tuple[str, ...], list[int]] | None = None
+    for t in range(1, len(keys) + 1):
+        block = tuple(keys[-t:] if tail else keys[:t])
+        found = _places(block, okeys)
+        if not found:
+            break
+        best = (block, found)
+    if best is None or len(best[1]) != 1:
+        return None
+    block, at = best[0], best[1][0]
+    # One identifying line ending a longer run may be a rewritten block's coincidental tail.
+    if sum(map(is_distinctive, block)) < (1 if len(block) == len(keys) else 2):
+        return None
+    mine = widths[-len(block):] if tail else widths[:len(block)]
+    if not _same_shape(mine, owidths[at:at + len(block)]):
+        return None
+    return _Pin(block, at)
+
+
+Run = tuple[list[str], list[int]]  # a run's keys and their indentation
+
+
+def _runs(original: Sequence[str], snippet: Sequence[str], language: str) -> list[Run | None]:
+    """The snippet's runs of keys, with None for each marker between or around them."""
+    flags = classify_markers(snippet, LineIndex(original), language)
+    out: list[Run | None] = [([], [])]
+    for ln, mark in zip(snippet, flags, strict=True):
+        if mark:
+            out += [None, ([], [])]
+        elif norm(ln):
+            run = out[-1]
+            assert run is not None
+            run[0].append(norm(ln))
+            run[1].extend(_widths([ln]))
+    return [r for r in out if r is None or r[0]]
+
+
+def _moved(okeys: Sequence[str], lo: int, hi: int | None, shown: set[str]) -> bool:
+    """Whether the original code under a marker holds an identifying line, found once in the
+    original, that the snippet shows elsewhere: the snippet moves code out of there, so the
+    marker keeps less than all of it."""
+    once = {k for k, n in Counter(okeys).items() if n == 1}
+    return any(k in shown and k in once and is_distinctive(k) for k in okeys[lo:hi])
+
+
+def _kept_after(akeys: Sequence[str], okeys: Sequence[str], pin: _Pin,
+                until: tuple[str, ...] | None, exact_end: int | None) -> bool:
+    """Whether some place of the pin's block in the answer goes on as the original does."""
+    n, i = len(pin.block), pin.at + len(pin.block)
+    for a in _places(pin.block, akeys):
+        rest = akeys[a + n:]
+        if exact_end is not None:
+            want = list(okeys[i:exact_end])
+            if rest[:len(want)] == want and (until is None or
+                                             tuple(rest[len(want):len(want) + len(until)]) == until):
+                return True
+            continue
+        stop = next((k for k, key in enumerate(rest) if until and key == until[0]), len(rest))
+        # A marker stands for some code: at least its first line stays.
+        if (stop or i == len(okeys)) and list(rest[:stop]) == list(okeys[i:i + stop]):
+            return True
+    return False
+
+
+def _kept_before(akeys: Sequence[str], okeys: Sequence[str], pin: _Pin,
+                 since: str | None) -> bool:
+    """Mirror of `_kept_after` for the block after a marker: what precedes it is the
+    original's, back to the last line of the run before the marker (`since`; None: the file's
+    start, so all of it)."""
+    for a in _places(pin.block, akeys):
+        head = akeys[:a]
+        if since is None:
+            if list(head) == list(okeys[:pin.at]):
+                return True
+            continue
+        start = next((k + 1 for k in range(len(head) - 1, -1, -1) if head[k] == since), 0)
+        got = list(head[start:])
+        if (got or not pin.at) and got == list(okeys[pin.at - len(got):pin.at]):
+            return True
+    return False
+
+
+def marker_gaps(original: str, snippet: str, answer: str, language: str) -> list[str]:
+    """One finding per marker whose original code the answer does not keep."""
+    olines = original.replace("\r\n", "\n").split("\n")
+    okeys, owidths = _keys(olines), _widths(olines)
+    akeys = _keys(answer.replace("\r\n", "\n").split("\n"))
+    runs = _runs(olines, snippet.replace("\r\n", "\n").split("\n"), language)
+    shown = {k for r in runs if r is not None for k in r[0]}
+    out: list[str] = []
+    for k, run in enumerate(runs):
+        if run is not None:
+            continue
+        before = runs[k - 1] if k > 0 else None
+        after = runs[k + 1] if k + 1 < len(runs) else None
+        left = _pin(before, okeys, owidths, tail=True) if before else None
+        right = _pin(after, okeys, owidths, tail=False) if after else None
+        both = left is not None and right is not None and right.at >= left.at + len(left.block)
+        if left is not None:
+            end = right.at if both and right else (len(okeys) if after is None else None)
+            until = right.block if both and right else (tuple(after[0][:1]) if after else None)
+            lo = left.at + len(left.block)
+            if not _moved(okeys, lo, end, shown) and not _kept_after(akeys, okeys, left, until,
+                                                                     end):
+                out.append(f"the original lines after {left.block[-1][:50]!r} are not kept "
+                           "where the snippet's marker says they stay")
+                continue
+        if right is not None and not both and not _moved(okeys, 0, right.at, shown):
+            if not _kept_before(akeys, okeys, right, before[0][-1] if before else None):
+                out.append(f"the original lines before {right.block[0][:50]!r} are not kept "
+                           "where the snippet's marker says they stay")
+    return out

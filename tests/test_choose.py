@@ -1,0 +1,118 @@
+"""The target's choice among the placements a snippet allows (`apply.choose`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from edge_spec.apply.choose import HunkChoice, allowed, chosen_text, score_texts
+from edge_spec.apply.merge import structural_merge
+from edge_spec.apply.merge.candidates import alternative_edits
+from edge_spec.config.settings import ApplySettings
+from edge_spec.engine import Engine
+
+
+class ByteModel:
+    """A unit-test target over bytes: the logits after any prefix favour one byte."""
+
+    n_vocab, n_batch = 256, 7
+
+    def __init__(self, liked: int) -> None:
+        self.liked = liked
+        self.tokens: list[int] = []
+        self.evals = 0
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+    def tokenize(self, text: str, **_: object) -> list[int]:
+        return list(text.encode())
+
+    def truncate(self, n: int) -> None:
+        del self.tokens[n:]
+
+    def eval(self, tokens: Sequence[int], rows: Sequence[int] | None = None) -> np.ndarray:
+        self.evals += 1
+        self.tokens += list(tokens)
+        out = np.zeros((len(rows or []), self.n_vocab), dtype=np.float32)
+        out[:, self.liked] = 3.0
+        return out
+
+
+def _logp(model: ByteModel, text: str) -> float:
+    row = np.zeros(256)
+    row[model.liked] = 3.0
+    logz = np.log(np.exp(row).sum())
+    return float(sum(row[b] - logz for b in text.encode()))
+
+
+def test_scores_are_the_log_likelihood_from_where_the_texts_part() -> None:
+    rt = ByteModel(ord("a"))
+    texts = ["xxaaaa" * 30, "xxab" * 40]  # longer than a block of logits rows
+    got = score_texts(rt, [1, 2, 3], texts)  # type: ignore[arg-type]
+    shared = 3  # "xxa"
+    want = [_logp(rt, t[shared:]) for t in texts]
+    assert got == pytest.approx(want, rel=1e-6)
+    assert rt.tokens[:3] == [1, 2, 3]  # the prompt stays cached for the next request
+
+
+ORIG = """import os
+
+
+def load(path):
+    return open(path).read()
+
+
+def save(path, data):
+    open(path, "w").write(data)
+"""
+# The new function after the marker: is it inserted, or does it replace `save`?
+SNIPPET = """# ... existing code ...
+def load(path):
+    return open(path).read()
+
+
+def size(path):
+    return os.path.getsize(path)
+"""
+
+
+def test_the_readings_the_check_allows_include_the_insertion_and_the_replacement() -> None:
+    merge = structural_merge(ORIG, SNIPPET, "python", "x.py")
+    assert not merge.exact
+    choices = allowed(ORIG, SNIPPET, merge, ApplySettings())
+    assert choices is not None and len(choices) == 1
+    texts = {chosen_text(ORIG, merge, [HunkChoice(c.hunk, (e,))])
+             for c in choices for e in c.edits}
+    inserted = ORIG.replace("\n\ndef save", "\n\ndef size(path):\n    return "
+                            "os.path.getsize(path)\n\n\ndef save")
+    replaced = ORIG[:ORIG.index("def save")] + "def size(path):\n    return " \
+        "os.path.getsize(path)\n"
+    # No reading drops the code under the marker or a snippet line: those the check refuses.
+    assert texts == {inserted, replaced}
+
+
+def test_the_winner_is_the_best_scored_and_the_margin_its_lead() -> None:
+    merge = structural_merge(ORIG, SNIPPET, "python", "x.py")
+    alts = alternative_edits(merge, 0, len(ORIG.splitlines()), 2)
+    assert alts[0] == merge.edits[0]  # the merge's own placement comes first
+    c = HunkChoice(0, tuple(alts[:3]), (-5.0, -1.0, -4.0))
+    assert c.winner == alts[1] and c.margin == pytest.approx(3.0)
+
+
+@pytest.mark.real
+def test_a_real_target_chooses_or_leaves_it_to_the_model(smollm2_rt) -> None:  # noqa: ANN001
+    merge = structural_merge(ORIG, SNIPPET, "python", "x.py")
+    choices = allowed(ORIG, SNIPPET, merge, ApplySettings())
+    assert choices is not None
+    readings = {chosen_text(ORIG, merge, [HunkChoice(c.hunk, (e,))])
+                for c in choices for e in c.edits}
+    res = Engine(smollm2_rt).apply(ORIG, SNIPPET, path="x.py", max_tokens=200)
+    if res.engine == "choice":
+        assert res.text in readings and res.choice[0]["candidates"] == len(readings)
+        assert res.choice[0]["margin"] >= ApplySettings().choose_margin
+    else:  # no clear winner: the model wrote it, and the check judged it as always
+        assert res.engine in ("region", "model")
