@@ -100,9 +100,16 @@ def test_server_apply_engine_field() -> None:
         d = r.json()
         assert d["engine"] == "model" and d["merged"] == MERGED and d["suspect"] == []
         assert d["usage"]["completion_tokens"] > 0
-        # Without a language the merge is unsure; an answer that only repeats it is no surer.
-        r = client.post("/v1/apply", json={"original": ORIG, "update": SURE, "engine": "model"})
+        # Without a language (and too short a file to tell it from the content) the merge is
+        # unsure; an answer that only repeats it is no surer.
+        short = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
+        edit = "# ... existing code ...\n\ndef b():\n    return 20\n"
+        guess = short.replace("return 2\n", "return 20\n")
+    guessing = Engine(FakeRuntime(follow="```\n" + guess + "```\n", n_ctx=8192), None,
+                      EngineConfig().override(kind="reference"))
+    with fastapi_testclient.TestClient(create_app(guessing)) as client:
+        r = client.post("/v1/apply", json={"original": short, "update": edit, "engine": "model"})
         d = r.json()
-        assert d["merged"] == MERGED and "merge's own guess" in d["suspect"][0]
+        assert d["merged"] == guess and "merge's own guess" in d["suspect"][0], d
         r = client.post("/v1/apply", json={"original": ORIG, "update": LOST, "engine": "merge"})
         assert r.status_code == 400 and "hunk 1" in r.json()["error"]["message"]

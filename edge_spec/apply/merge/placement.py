@@ -107,7 +107,9 @@ def place(ctx: Ctx, hunk: Hunk, env: Env) -> Placement:
     doubts += chain_doubts(ctx, hunk, keys, blocks, chain, env.lo, env.hi, uniq, bool(pinned),
                            noop)
     doubts += gap_doubts(ctx, hunk, keys, pairs, pins, env.lo, env.hi)
-    bounds = frozenset(x for _, d in matches for x in (d.start, d.end + 1))
+    shown = [j for j, ln in enumerate(hunk.lines) if ln.strip()]
+    bounds = frozenset([d.start for it, d in matches if it.start == shown[0]]
+                       + [d.end + 1 for it, d in matches if it.end == shown[-1]])
     doubts += unmarked_doubts(ctx, hunk, env.first, env.last, s, e, bounds)
     return _verdict(ctx, s, e, lines, doubts, pinned or _why_sure(pairs),
                     tuple((j, i) for j, i, forced in pairs if not forced))
