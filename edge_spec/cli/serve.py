@@ -29,6 +29,11 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _split(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Repeated options, each of which may also list several values separated by commas."""
+    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
+
+
 def engine_options(o: dict[str, Any]) -> dict[str, Any]:
     """`build_engine` keyword arguments from the command-line options."""
     return {"model": o["model"], "drafter": o["drafter"], "profile": o.get("profile"),
@@ -79,6 +84,15 @@ def serve_cluster(o: dict[str, Any], settings: ServerSettings) -> None:
 @click.option("--max-body-bytes", type=int_range(ServerSettings, "max_body_bytes"),
               default=ServerSettings.max_body_bytes,
               show_default=True, help="Largest request body; larger gets 413.")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, envvar="EDGE_SPEC_ALLOWED_HOSTS",
+              show_envvar=True, metavar="NAME",
+              help="A Host header to accept besides loopback names and --host (repeatable; "
+                   "'*.lan' patterns; '*': any). Needed for clients that reach a non-loopback "
+                   "--host by name.")
+@click.option("--allowed-origin", "allowed_origins", multiple=True,
+              envvar="EDGE_SPEC_ALLOWED_ORIGINS", show_envvar=True, metavar="ORIGIN",
+              help="A browser origin allowed to call the API besides pages on this machine "
+                   "(repeatable; patterns such as 'vscode-webview://*'); others get 403.")
 @click.option("--n-ctx", type=int_range(RuntimeSettings, "n_ctx"), default=None, help="Context size.")
 @click.option("--threads", type=int_range(RuntimeSettings, "threads"), default=None, help="CPU threads (0: all).")
 @click.option("--n-gpu-layers", type=int, default=None, help="Layers to offload to the GPU.")
@@ -101,9 +115,15 @@ def serve(**o: Any) -> None:
     uvicorn = require("uvicorn", "serve")
     # The server needs the `serve` extra (fastapi): imported only when serving.
     from edge_spec.server.app import create_app
-    if not o["api_key"] and not _is_loopback(o["host"]):
-        click.echo(f"warning: listening on {o['host']} without an API key: anyone who can reach "
-                   "this port can use the model (set --api-key or EDGE_SPEC_API_KEY)", err=True)
+    if not _is_loopback(o["host"]):
+        if not o["api_key"]:
+            click.echo(f"warning: listening on {o['host']} without an API key: anyone who can "
+                       "reach this port can use the model (set --api-key or EDGE_SPEC_API_KEY)",
+                       err=True)
+        if not o["allowed_hosts"]:
+            click.echo("note: only requests whose Host header is a loopback name or the "
+                       "--host address are answered; clients that reach this machine by another "
+                       "name or address need --allowed-host NAME (or '*')", err=True)
     logger = logging.getLogger("edge_spec")
     if not logger.handlers:
         handler = logging.StreamHandler()
@@ -120,7 +140,9 @@ def serve(**o: Any) -> None:
             server.should_exit = True
 
     settings = ServerSettings(host=o["host"], port=o["port"], api_key=o["api_key"] or None,
-                              max_queue=o["max_queue"], max_body_bytes=o["max_body_bytes"])
+                              max_queue=o["max_queue"], max_body_bytes=o["max_body_bytes"],
+                              allowed_hosts=_split(o["allowed_hosts"]),
+                              allowed_origins=_split(o["allowed_origins"]))
     if o["cluster"]:
         serve_cluster(o, settings)
         return

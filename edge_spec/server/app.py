@@ -38,11 +38,13 @@ from edge_spec.errors import require
 require("fastapi", "serve")
 
 from fastapi import FastAPI, Request  # noqa: E402
+from fastapi.middleware.cors import CORSMiddleware  # noqa: E402
 from fastapi.responses import JSONResponse, Response  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 
 from edge_spec.config.settings import SamplingSettings  # noqa: E402
+from edge_spec.server.guard import BrowserGuard, GuardMiddleware, origin_regex  # noqa: E402
 from edge_spec.server.runner import Exchange, Runner, SSEResponse  # noqa: E402
 from edge_spec.server.wire import (  # noqa: E402
     DEFAULT_MAX_BODY,
@@ -99,6 +101,11 @@ def create_app(engine: Any, settings: ServerSettings | None = None,
     app = FastAPI(title="edge-spec", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)
     app.state.runner = runner
+    # CORS answers preflights only for allowed origins; the guard, outermost, refuses the rest.
+    app.add_middleware(CORSMiddleware, allow_origin_regex=origin_regex(settings.allowed_origins),
+                       allow_methods=["GET", "POST"], allow_headers=["authorization",
+                                                                     "content-type"])
+    app.add_middleware(GuardMiddleware, guard=BrowserGuard(settings))
     key = (settings.api_key or "").encode("utf-8")
 
     @app.exception_handler(HTTPError)
@@ -126,7 +133,8 @@ def create_app(engine: Any, settings: ServerSettings | None = None,
 
     async def parse(request: Request, model: type[BaseModel]) -> Any:
         authorize(request)
-        req = validate_request(model, await read_json(request, settings.max_body_bytes))
+        raw = await read_json(request, settings.max_body_bytes)
+        req = validate_request(model, raw)
         runner.ready()
         return req
 

@@ -50,6 +50,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa
 from edge_spec.config.settings import ClusterSettings, ServerSettings  # noqa: E402
 from edge_spec.engine import build_engine  # noqa: E402
 from edge_spec.server.app import create_app  # noqa: E402
+from edge_spec.server.guard import BrowserGuard  # noqa: E402
 from edge_spec.server.routing import AffinityRouter, affinity_key  # noqa: E402
 from edge_spec.server.wire import (  # noqa: E402
     ApplyRequest,
@@ -210,6 +211,7 @@ class Ingress:
         self.engine = engine.options(stream=True)
         self.server, self.cluster = server, cluster
         self.key = (server.api_key or "").encode("utf-8")
+        self.guard = BrowserGuard(server)
 
     def _authorize(self, request: Request) -> None:
         if not self.key:
@@ -221,6 +223,9 @@ class Ingress:
                             headers={"WWW-Authenticate": "Bearer"})
 
     async def _forward(self, request: Request, model: type | None) -> Response:
+        refused = self.guard.refusal(request.headers)
+        if refused is not None:
+            raise refused
         self._authorize(request)
         key, body = "", b""
         if model is not None:

@@ -399,7 +399,13 @@ def error_of(exc: BaseException) -> HTTPError:
 
 
 async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The request body as a JSON object: 413 past `limit` bytes, 400 for anything not JSON."""
+    """The request body as a JSON object: 415 unless sent as ``application/json`` (a web page
+    cannot send that cross-site without a preflight), 413 past `limit` bytes, 400 for anything
+    not JSON."""
+    ctype = request.headers.get("content-type", "")
+    if ctype.partition(";")[0].strip().lower() != "application/json":
+        raise HTTPError(415, f"the request body must be sent as Content-Type: application/json "
+                        f"(got {ctype[:80]!r})", code="unsupported_media_type")
     too_big = HTTPError(413, f"the request body is over the limit of {limit} bytes",
                          code="request_too_large")
     length = request.headers.get("content-length")

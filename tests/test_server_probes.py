@@ -1,0 +1,151 @@
+"""The server probed as an outside tester would: hostile headers, bodies and clients.
+
+A real uvicorn server on a socket over an Engine on the fake runtime (every request that parses
+also generates). One table of probes; every row must get a clean 4xx/503 with an OpenAI-style
+error body, and the server must be healthy after it, with no traceback in its log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+uvicorn = pytest.importorskip("uvicorn")
+pytest.importorskip("fastapi")
+
+from edge_spec.engine import Engine, EngineConfig  # noqa: E402
+from edge_spec.runtimes.fake import FakeRuntime  # noqa: E402
+from edge_spec.server.app import ServerSettings, create_app  # noqa: E402
+
+CHAT = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+JSON = {"content-type": "application/json"}
+ORIGIN_OK = "vscode-webview://abc123"
+
+
+def _start(settings: ServerSettings) -> tuple[uvicorn.Server, threading.Thread, str]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    engine = Engine(FakeRuntime(follow="def f(x):\n    return x\n", n_ctx=512), None,
+                    EngineConfig().override(kind="reference"))
+    app = create_app(engine, settings)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="info", log_config=None,
+                                           timeout_graceful_shutdown=2))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    return server, thread, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def srv() -> Iterator[SimpleNamespace]:
+    settings = ServerSettings(max_queue=4, allowed_origins=("vscode-webview://*",))
+    server, thread, base = _start(settings)
+    try:
+        yield SimpleNamespace(base=base, port=int(base.rsplit(":", 1)[1]), settings=settings)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+# id, method, path, headers, body, status, code
+PROBES = [
+    ("text/plain body", "POST", "/v1/chat/completions", {"content-type": "text/plain"}, CHAT,
+     415, "unsupported_media_type"),
+    ("form body", "POST", "/v1/apply", {"content-type": "application/x-www-form-urlencoded"},
+     "original=a&update=b", 415, "unsupported_media_type"),
+    ("no content type", "POST", "/v1/completions", {}, '{"prompt": "x"}', 415,
+     "unsupported_media_type"),
+    ("multipart", "POST", "/v1/chat/completions",
+     {"content-type": "multipart/form-data; boundary=x"}, "--x--", 415, "unsupported_media_type"),
+    ("rebinding Host", "POST", "/v1/chat/completions", {**JSON, "host": "evil.example:8080"},
+     CHAT, 403, "host_not_allowed"),
+    ("rebinding Host, GET", "GET", "/v1/models", {"host": "attacker.example"}, None, 403,
+     "host_not_allowed"),
+    ("rebinding Host, health", "GET", "/health", {"host": "127.0.0.1.evil.example"}, None, 403,
+     "host_not_allowed"),
+    ("foreign Origin", "POST", "/v1/chat/completions", {**JSON, "origin": "https://evil.example"},
+     CHAT, 403, "origin_not_allowed"),
+    ("null Origin", "POST", "/v1/apply", {**JSON, "origin": "null"},
+     '{"original": "a", "update": "b"}', 403, "origin_not_allowed"),
+    ("foreign Origin, simple POST", "POST", "/v1/completions",
+     {"content-type": "text/plain", "origin": "http://evil.example"}, '{"prompt": "x"}', 403,
+     "origin_not_allowed"),
+    ("foreign Origin, preflight", "OPTIONS", "/v1/chat/completions",
+     {"origin": "https://evil.example", "access-control-request-method": "POST"}, None, 403,
+     "origin_not_allowed"),
+    ("not JSON", "POST", "/v1/completions", JSON, "{nope", 400, "invalid_json"),
+    ("JSON array", "POST", "/v1/apply", JSON, "[1, 2]", 400, "invalid_json"),
+]
+
+
+def _healthy(srv: SimpleNamespace) -> None:
+    r = httpx.get(f"{srv.base}/health")
+    assert r.status_code == 200, r.text
+    assert r.json()["in_flight"] == 0 and r.json()["status"] == "ok"
+    r = httpx.post(f"{srv.base}/v1/completions", json={"prompt": "def f(x):", "max_tokens": 4})
+    assert r.status_code == 200 and r.json()["choices"][0]["text"], r.text
+
+
+def _no_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    bad = [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    assert not bad, [r.getMessage() for r in bad]
+
+
+@pytest.mark.parametrize(("method", "path", "headers", "body", "status", "code"),
+                         [p[1:] for p in PROBES], ids=[p[0] for p in PROBES])
+def test_probe(srv: SimpleNamespace, caplog: pytest.LogCaptureFixture, method: str, path: str,
+               headers: dict[str, str], body: str | None, status: int, code: str) -> None:
+    caplog.set_level(logging.INFO)
+    r = httpx.request(method, f"{srv.base}{path}", headers=headers, content=body, timeout=30)
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/json", r.headers
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["code"] == code, err
+    assert err["message"] and "\n" not in err["message"] and "Traceback" not in err["message"]
+    assert "access-control-allow-origin" not in r.headers
+    _healthy(srv)
+    _no_traceback(caplog)
+
+
+def test_allowed_hosts_and_origins_pass(srv: SimpleNamespace) -> None:
+    body = {"prompt": "def f(x):", "max_tokens": 4}
+    for host in ("localhost", f"localhost:{srv.port}", "127.0.0.1", "[::1]:9", "app.localhost"):
+        r = httpx.post(f"{srv.base}/v1/completions", json=body, headers={"host": host})
+        assert r.status_code == 200, (host, r.text)
+    for origin in (f"http://localhost:{srv.port}", "http://127.0.0.1:3000", ORIGIN_OK):
+        r = httpx.post(f"{srv.base}/v1/completions", json=body, headers={"origin": origin})
+        assert r.status_code == 200, (origin, r.text)
+        assert r.headers["access-control-allow-origin"] == origin
+        pre = httpx.options(f"{srv.base}/v1/completions", headers={
+            "origin": origin, "access-control-request-method": "POST",
+            "access-control-request-headers": "content-type, authorization"})
+        assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == origin
+    r = httpx.post(f"{srv.base}/v1/completions", json=body,
+                   headers={"content-type": "application/json; charset=utf-8"})
+    assert r.status_code == 200, r.text
+
+
+def test_allowed_hosts_setting() -> None:
+    settings = ServerSettings(allowed_hosts=("box.lan", "*.corp.example"))
+    server, thread, base = _start(settings)
+    try:
+        for host, status in (("box.lan:8080", 200), ("a.corp.example", 200), ("BOX.LAN", 200),
+                             ("corp.example", 403), ("box.lan.evil.example", 403)):
+            r = httpx.get(f"{base}/v1/models", headers={"host": host})
+            assert r.status_code == status, (host, r.text)
+    finally:
+        server.should_exit = True
+        thread.join(10)
