@@ -30,6 +30,10 @@ JSON = {"content-type": "application/json"}
 ORIGIN_OK = "vscode-webview://abc123"
 
 
+def _deep(n: int) -> str:
+    return '{"messages": ' + "[" * n + "]" * n + "}"
+
+
 def _start(settings: ServerSettings) -> tuple[uvicorn.Server, threading.Thread, str]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -86,6 +90,14 @@ PROBES = [
     ("foreign Origin, preflight", "OPTIONS", "/v1/chat/completions",
      {"origin": "https://evil.example", "access-control-request-method": "POST"}, None, 403,
      "origin_not_allowed"),
+    ("nested 1000 lists", "POST", "/v1/chat/completions", JSON, _deep(1000), 400,
+     "invalid_json"),
+    ("nested 100000 lists", "POST", "/v1/chat/completions", JSON, _deep(100_000), 400,
+     "invalid_json"),
+    ("nested 1000 objects", "POST", "/v1/apply", JSON, '{"a": ' * 1000 + "1" + "}" * 1000, 400,
+     "invalid_json"),
+    ("nested past the depth limit", "POST", "/v1/completions", JSON, _deep(80), 400,
+     "invalid_json"),
     ("not JSON", "POST", "/v1/completions", JSON, "{nope", 400, "invalid_json"),
     ("JSON array", "POST", "/v1/apply", JSON, "[1, 2]", 400, "invalid_json"),
 ]

@@ -225,6 +225,8 @@ class ServerSettings:
     # Browser origins allowed to call the API besides loopback pages (http://localhost:3000),
     # as patterns ("vscode-webview://*", "https://ide.example.com", "*"); others get 403.
     allowed_origins: tuple[str, ...] = setting(())
+    # JSON nested deeper than this is refused (400) before any model sees it.
+    max_json_depth: int = setting(64, lo=2, hi=512)
     # Slow clients: the request line and headers, and the whole body, must arrive within these;
     # idle keep-alive connections close after keep_alive_s; past max_connections open sockets a
     # new one gets 503 and is closed.

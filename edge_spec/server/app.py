@@ -133,7 +133,7 @@ def create_app(engine: Any, settings: ServerSettings | None = None,
 
     async def parse(request: Request, model: type[BaseModel]) -> Any:
         authorize(request)
-        raw = await read_json(request, settings.max_body_bytes)
+        raw = await read_json(request, settings.max_body_bytes, settings.max_json_depth)
         req = validate_request(model, raw)
         runner.ready()
         return req

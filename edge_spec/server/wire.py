@@ -398,10 +398,11 @@ def error_of(exc: BaseException) -> HTTPError:
     return HTTPError(500, f"internal error: {type(exc).__name__}: {exc}", "server_error")
 
 
-async def read_json(request: Request, limit: int) -> dict[str, Any]:
+async def read_json(request: Request, limit: int,
+                    max_depth: int = ServerSettings.max_json_depth) -> dict[str, Any]:
     """The request body as a JSON object: 415 unless sent as ``application/json`` (a web page
     cannot send that cross-site without a preflight), 413 past `limit` bytes, 400 for anything
-    not JSON."""
+    not JSON or nested deeper than `max_depth`."""
     ctype = request.headers.get("content-type", "")
     if ctype.partition(";")[0].strip().lower() != "application/json":
         raise HTTPError(415, f"the request body must be sent as Content-Type: application/json "
@@ -425,6 +426,10 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError) as exc:
         raise HTTPError(400, f"the request body is not valid JSON ({exc})",
                          code="invalid_json") from None
+    except RecursionError:  # the parser recurses per level: far too deep for the check below
+        raise too_deep(max_depth) from None
+    if json_depth(obj) > max_depth:
+        raise too_deep(max_depth)
     if not isinstance(obj, dict):
         raise HTTPError(400, "the request body must be a JSON object", code="invalid_json")
     try:  # JSON may escape lone surrogates ("\ud800"); no tokenizer can encode them
@@ -433,6 +438,29 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
         raise HTTPError(400, "the request contains a lone UTF-16 surrogate (\\ud800-\\udfff), "
                          "which is not valid Unicode text", code="invalid_unicode") from None
     return obj
+
+
+def too_deep(max_depth: int) -> HTTPError:
+    return HTTPError(400, f"the request body nests JSON deeper than {max_depth} levels",
+                     code="invalid_json")
+
+
+def json_depth(obj: Any) -> int:
+    """How deeply lists and objects nest in `obj` (a scalar: 0), without recursing.
+
+    >>> json_depth({"a": [1, {"b": []}]}), json_depth(3)
+    (4, 0)
+    """
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(
+            item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((c, depth + 1) for c in children)
+    return deepest
 
 
 def validate_request(model: type[BaseModel], obj: dict[str, Any]) -> Any:
