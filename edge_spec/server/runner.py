@@ -14,24 +14,25 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
+from edge_spec.engine import Engine
 from edge_spec.server.wire import Cancelled, HTTPError, Outcome, ServerSettings, log
 
 POLL_S = 0.25  # how often a waiting request checks whether its client is still there
 
 
 def is_engine(obj: object) -> bool:
-    return hasattr(obj, "generate") and hasattr(obj, "target")
+    return isinstance(obj, Engine)
 
 
 class Runner:
     """Owns the engine, the admission count and the one worker thread that uses the engine."""
 
-    def __init__(self, source: Any, settings: ServerSettings,
+    def __init__(self, source: Engine | Callable[[], Engine], settings: ServerSettings,
                  on_load_error: Callable[[BaseException], None] | None = None) -> None:
         self.settings = settings
         self.on_load_error = on_load_error
         self._source = source
-        self.engine = source if is_engine(source) else None
+        self.engine: Engine | None = source if isinstance(source, Engine) else None
         if self.engine is None and not callable(source):
             raise TypeError("create_app needs an Engine or a callable that returns one")
         self.load_error: str | None = None
@@ -52,6 +53,7 @@ class Runner:
     def _load(self) -> None:
         t0 = time.perf_counter()
         try:
+            assert not isinstance(self._source, Engine)
             engine = self._source()
             if not is_engine(engine):
                 raise TypeError(f"the engine factory returned {type(engine).__name__}")
@@ -93,7 +95,7 @@ class Runner:
                     code="server_overloaded", headers={"Retry-After": "1"})
             self.admitted += 1
 
-    def submit(self, job: Callable[[Any], Outcome], cancel: threading.Event,
+    def submit(self, job: Callable[[Engine], Outcome], cancel: threading.Event,
                push: Callable[[str, Any], None]) -> None:
         """Queue `job(engine)` on the worker thread; its outcome or error goes to `push`.
 
@@ -118,6 +120,7 @@ class Runner:
             try:
                 if cancel.is_set():
                     raise Cancelled()
+                assert self.engine is not None, "submit before the model loaded"
                 out = job(self.engine)
                 out.queue_ms = queue_ms
                 key = "cancelled" if out.finish_reason == "cancelled" else "served"
