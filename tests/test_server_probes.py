@@ -34,14 +34,13 @@ def _deep(n: int) -> str:
     return '{"messages": ' + "[" * n + "]" * n + "}"
 
 
-def _start(settings: ServerSettings) -> tuple[uvicorn.Server, threading.Thread, str]:
+def _start(settings: ServerSettings, engine: Engine | None = None,
+           ) -> tuple[uvicorn.Server, threading.Thread, str]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    engine = Engine(FakeRuntime(follow="def f(x):\n    return x\n", n_ctx=512), None,
-                    EngineConfig().override(kind="reference"))
-    app = create_app(engine, settings)
+    app = create_app(engine or _engine(), settings)
     server = uvicorn.Server(uvicorn.Config(app, log_level="info", log_config=None,
                                            timeout_graceful_shutdown=2))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -53,12 +52,19 @@ def _start(settings: ServerSettings) -> tuple[uvicorn.Server, threading.Thread, 
     return server, thread, f"http://127.0.0.1:{port}"
 
 
+def _engine() -> Engine:
+    return Engine(FakeRuntime(follow="def f(x):\n    return x\n", n_ctx=512), None,
+                  EngineConfig().override(kind="reference"))
+
+
 @pytest.fixture(scope="module")
 def srv() -> Iterator[SimpleNamespace]:
     settings = ServerSettings(max_queue=4, allowed_origins=("vscode-webview://*",))
-    server, thread, base = _start(settings)
+    engine = _engine()
+    server, thread, base = _start(settings, engine)
     try:
-        yield SimpleNamespace(base=base, port=int(base.rsplit(":", 1)[1]), settings=settings)
+        yield SimpleNamespace(base=base, port=int(base.rsplit(":", 1)[1]), settings=settings,
+                              engine=engine)
     finally:
         server.should_exit = True
         thread.join(10)
@@ -121,6 +127,7 @@ def _no_traceback(caplog: pytest.LogCaptureFixture) -> None:
 def test_probe(srv: SimpleNamespace, caplog: pytest.LogCaptureFixture, method: str, path: str,
                headers: dict[str, str], body: str | None, status: int, code: str) -> None:
     caplog.set_level(logging.INFO)
+    before = _counts(srv)
     r = httpx.request(method, f"{srv.base}{path}", headers=headers, content=body, timeout=30)
     assert r.status_code == status, r.text
     assert r.headers["content-type"] == "application/json", r.headers
@@ -128,8 +135,61 @@ def test_probe(srv: SimpleNamespace, caplog: pytest.LogCaptureFixture, method: s
     assert set(err) == {"message", "type", "param", "code"} and err["code"] == code, err
     assert err["message"] and "\n" not in err["message"] and "Traceback" not in err["message"]
     assert "access-control-allow-origin" not in r.headers
+    after = _counts(srv)
+    assert after["bad_requests"] == before["bad_requests"] + 1, (before, after)
+    assert after["failed"] == before["failed"] and after["user_errors"] == before["user_errors"]
     _healthy(srv)
     _no_traceback(caplog)
+
+
+def _counts(srv: SimpleNamespace) -> dict:
+    return httpx.get(f"{srv.base}/health").json()
+
+
+ORIG = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
+LOST = "# ... existing code ...\nvalue = compute_something_new()\n# ... existing code ...\n"
+
+
+def test_user_errors_are_not_failures(srv: SimpleNamespace) -> None:
+    before = _counts(srv)
+    for _ in range(3):
+        r = httpx.post(f"{srv.base}/v1/apply", json={"original": ORIG, "update": LOST,
+                                                     "engine": "merge", "path": "x.py"})
+        assert r.status_code == 400, r.text
+        err = r.json()["error"]
+        assert err["code"] == "merge_not_exact" and err["param"] == "engine", err
+        assert "--engine" not in err["message"] and "engine auto" in err["message"], err
+    r = httpx.post(f"{srv.base}/v1/completions", json={"prompt": "x " * 600, "max_tokens": 4})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["code"] == "context_length_exceeded"
+    after = _counts(srv)
+    assert after["user_errors"] == before["user_errors"] + 4, (before, after)
+    assert after["failed"] == before["failed"] and after["bad_requests"] == before["bad_requests"]
+    _healthy(srv)
+
+
+def test_internal_error_names_no_path(srv: SimpleNamespace, monkeypatch: pytest.MonkeyPatch,
+                                      caplog: pytest.LogCaptureFixture) -> None:
+    def boom(*_a: object, **_k: object) -> None:
+        raise OSError("cannot map /home/someone/.cache/edge-spec/models/secret.gguf")
+
+    monkeypatch.setattr(srv.engine, "generate", boom)
+    before = _counts(srv)
+    body = {"prompt": "def f(x):", "max_tokens": 4}
+    r = httpx.post(f"{srv.base}/v1/completions", json=body)
+    assert r.status_code == 500, r.text
+    err = r.json()["error"]
+    assert err["code"] == "internal_error" and err["type"] == "server_error", err
+    assert "/" not in err["message"] and "secret" not in err["message"], err
+    assert "OSError" in err["message"]
+    streamed = httpx.post(f"{srv.base}/v1/completions", json={**body, "stream": True}).text
+    assert "internal_error" in streamed and "secret" not in streamed, streamed
+    after = _counts(srv)
+    assert after["failed"] == before["failed"] + 2 and after["user_errors"] == before["user_errors"]
+    ref = err["message"].rsplit(" ", 1)[1]
+    assert any(ref in rec.getMessage() and rec.exc_info for rec in caplog.records)
+    monkeypatch.undo()
+    _healthy(srv)
 
 
 def test_allowed_hosts_and_origins_pass(srv: SimpleNamespace) -> None:

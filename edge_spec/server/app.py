@@ -84,7 +84,8 @@ def create_app(engine: Engine | Callable[[], Engine], settings: ServerSettings |
     app.add_middleware(CORSMiddleware, allow_origin_regex=origin_regex(settings.allowed_origins),
                        allow_methods=["GET", "POST"], allow_headers=["authorization",
                                                                      "content-type"])
-    app.add_middleware(GuardMiddleware, guard=BrowserGuard(settings))
+    app.add_middleware(GuardMiddleware, guard=BrowserGuard(settings),
+                       on_refused=lambda: runner.count("bad_requests"))
     app.add_exception_handler(HTTPError, _on_http_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _on_starlette)  # type: ignore[arg-type]
     svc = Service(runner, settings)
@@ -93,11 +94,14 @@ def create_app(engine: Engine | Callable[[], Engine], settings: ServerSettings |
     return app
 
 
-async def _on_http_error(_req: Request, exc: HTTPError) -> JSONResponse:
+async def _on_http_error(req: Request, exc: HTTPError) -> JSONResponse:
+    if 400 <= exc.status < 500 and not exc.counted:
+        req.app.state.runner.count("bad_requests")
     return exc.response()
 
 
-async def _on_starlette(_req: Request, exc: StarletteHTTPException) -> JSONResponse:
+async def _on_starlette(req: Request, exc: StarletteHTTPException) -> JSONResponse:
+    req.app.state.runner.count("bad_requests")
     kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
     return error_response(exc.status_code, str(exc.detail), kind,
                           headers=getattr(exc, "headers", None))

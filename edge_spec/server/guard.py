@@ -16,7 +16,7 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -104,13 +104,16 @@ def _show(value: str | None) -> str:
 class GuardMiddleware:
     """ASGI middleware answering `BrowserGuard.refusal` before any route (or CORS) runs."""
 
-    def __init__(self, app: ASGIApp, guard: BrowserGuard) -> None:
-        self.app, self.guard = app, guard
+    def __init__(self, app: ASGIApp, guard: BrowserGuard,
+                 on_refused: Callable[[], None] | None = None) -> None:
+        self.app, self.guard, self.on_refused = app, guard, on_refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             err = self.guard.refusal(Headers(scope=scope))
             if err is not None:
+                if self.on_refused is not None:
+                    self.on_refused()
                 await err.response()(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -15,13 +15,23 @@ from fastapi import Request
 from fastapi.responses import StreamingResponse
 
 from edge_spec.engine import Engine
-from edge_spec.server.wire import Cancelled, HTTPError, Outcome, ServerSettings, log
+from edge_spec.errors import UserError
+from edge_spec.server.wire import Cancelled, HTTPError, Outcome, ServerSettings, log, scrub_paths
 
 POLL_S = 0.25  # how often a waiting request checks whether its client is still there
 
 
 def is_engine(obj: object) -> bool:
     return isinstance(obj, Engine)
+
+
+def outcome_kind(exc: BaseException) -> str:
+    """The health counter a job's exception counts under."""
+    if isinstance(exc, Cancelled):
+        return "cancelled"
+    if isinstance(exc, UserError) or (isinstance(exc, HTTPError) and exc.status < 500):
+        return "user_errors"
+    return "failed"
 
 
 class Runner:
@@ -40,7 +50,11 @@ class Runner:
         self._lock = threading.Lock()
         self.admitted = 0  # running + waiting
         self.running = 0
-        self.counts = {"served": 0, "cancelled": 0, "rejected": 0, "failed": 0}
+        # served / cancelled; rejected: 503 busy; bad_requests: refused before the queue (bad
+        # body, key, Host...); user_errors: the engine found the input wrong (a merge not exact,
+        # a prompt over the context); failed: internal errors only.
+        self.counts = {"served": 0, "cancelled": 0, "rejected": 0, "bad_requests": 0,
+                       "user_errors": 0, "failed": 0}
         self._cancels: set[threading.Event] = set()
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
@@ -58,11 +72,11 @@ class Runner:
             if not is_engine(engine):
                 raise TypeError(f"the engine factory returned {type(engine).__name__}")
         except BaseException as exc:
-            self.load_error = str(exc) or type(exc).__name__
+            self.load_error = scrub_paths(str(exc)) or type(exc).__name__
             if self.on_load_error is not None:
                 self.on_load_error(exc)  # the CLI reports it and stops the server
             else:
-                log.error("could not load the model: %s", self.load_error)
+                log.error("could not load the model: %s", exc)
             return
         self.load_s = time.perf_counter() - t0
         self.engine = engine
@@ -130,7 +144,7 @@ class Runner:
                 push("done", out)
             except BaseException as exc:
                 with self._lock:
-                    self.counts["cancelled" if isinstance(exc, Cancelled) else "failed"] += 1
+                    self.counts[outcome_kind(exc)] += 1
                 release(True)
                 push("error", exc)
 
@@ -149,6 +163,10 @@ class Runner:
             push("error", Cancelled())
             return
         fut.add_done_callback(dropped)
+
+    def count(self, key: str) -> None:
+        with self._lock:
+            self.counts[key] += 1
 
     def health(self) -> tuple[int, dict[str, Any]]:
         with self._lock:

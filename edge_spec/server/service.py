@@ -73,7 +73,9 @@ class Service:
             raise
         if first is not None and first[0] == "error":
             ex.close()
-            raise error_of(first[1])
+            err = error_of(first[1])
+            err.counted = True  # the runner counted it
+            raise err
         if first is None:
             ex.close()
         return ex, first
