@@ -71,6 +71,7 @@ class Runner:
             engine = self._source()
             if not is_engine(engine):
                 raise TypeError(f"the engine factory returned {type(engine).__name__}")
+            engine.target  # noqa: B018 - the model loads now, not on the first request
         except BaseException as exc:
             self.load_error = scrub_paths(str(exc)) or type(exc).__name__
             if self.on_load_error is not None:
