@@ -30,6 +30,7 @@ from edge_spec.bench.neartie import divergence  # noqa: E402
 from edge_spec.core.verify import SamplingConfig  # noqa: E402
 from edge_spec.engine import Engine, EngineConfig  # noqa: E402
 from edge_spec.server.app import ServerSettings, code_blocks, create_app  # noqa: E402
+from edge_spec.server.serving import make_server  # noqa: E402
 
 pytestmark = pytest.mark.real
 
@@ -47,7 +48,7 @@ def _serve(app) -> tuple[uvicorn.Server, threading.Thread, str]:  # noqa: ANN001
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
+    server = make_server(app, ServerSettings(shutdown_grace_s=2), "warning")
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -24,10 +24,13 @@ pytest.importorskip("fastapi")
 from edge_spec.engine import Engine, EngineConfig  # noqa: E402
 from edge_spec.runtimes.fake import FakeRuntime  # noqa: E402
 from edge_spec.server.app import ServerSettings, create_app  # noqa: E402
+from edge_spec.server.serving import make_server  # noqa: E402
 
 CHAT = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
 JSON = {"content-type": "application/json"}
 ORIGIN_OK = "vscode-webview://abc123"
+STALL_S = 1.0  # the probe server's header and body timeouts
+HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 
 
 def _deep(n: int) -> str:
@@ -41,8 +44,7 @@ def _start(settings: ServerSettings, engine: Engine | None = None,
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     app = create_app(engine or _engine(), settings)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="info", log_config=None,
-                                           timeout_graceful_shutdown=2))
+    server = make_server(app, settings, log_config=None)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -59,7 +61,8 @@ def _engine() -> Engine:
 
 @pytest.fixture(scope="module")
 def srv() -> Iterator[SimpleNamespace]:
-    settings = ServerSettings(max_queue=4, allowed_origins=("vscode-webview://*",))
+    settings = ServerSettings(max_queue=4, allowed_origins=("vscode-webview://*",),
+                              header_timeout_s=STALL_S, body_timeout_s=STALL_S)
     engine = _engine()
     server, thread, base = _start(settings, engine)
     try:
@@ -104,6 +107,16 @@ PROBES = [
      "invalid_json"),
     ("nested past the depth limit", "POST", "/v1/completions", JSON, _deep(80), 400,
      "invalid_json"),
+    # A client that sends part of a request and stalls ("RAW": these bytes, then nothing).
+    ("stalled before sending", "RAW", "", {}, b"", 408, "request_timeout"),
+    ("stalled in the request line", "RAW", "", {}, b"POST /v1/chat/compl", 408,
+     "request_timeout"),
+    ("stalled in the headers", "RAW", "", {}, HEAD + b"Content-Type: app", 408,
+     "request_timeout"),
+    ("stalled in the body", "RAW", "", {}, HEAD + b"Content-Type: application/json\r\n"
+     b"Content-Length: 100\r\n\r\n" + CHAT.encode()[:10], 408, "request_timeout"),
+    ("stalled in a chunked body", "RAW", "", {}, HEAD + b"Content-Type: application/json\r\n"
+     b"Transfer-Encoding: chunked\r\n\r\n5\r\n{\"mes\r\n", 408, "request_timeout"),
     ("not JSON", "POST", "/v1/completions", JSON, "{nope", 400, "invalid_json"),
     ("JSON array", "POST", "/v1/apply", JSON, "[1, 2]", 400, "invalid_json"),
 ]
@@ -128,7 +141,10 @@ def test_probe(srv: SimpleNamespace, caplog: pytest.LogCaptureFixture, method: s
                headers: dict[str, str], body: str | None, status: int, code: str) -> None:
     caplog.set_level(logging.INFO)
     before = _counts(srv)
-    r = httpx.request(method, f"{srv.base}{path}", headers=headers, content=body, timeout=30)
+    if method == "RAW":
+        r = _stall(srv.port, body)
+    else:
+        r = httpx.request(method, f"{srv.base}{path}", headers=headers, content=body, timeout=30)
     assert r.status_code == status, r.text
     assert r.headers["content-type"] == "application/json", r.headers
     err = r.json()["error"]
@@ -136,10 +152,31 @@ def test_probe(srv: SimpleNamespace, caplog: pytest.LogCaptureFixture, method: s
     assert err["message"] and "\n" not in err["message"] and "Traceback" not in err["message"]
     assert "access-control-allow-origin" not in r.headers
     after = _counts(srv)
-    assert after["bad_requests"] == before["bad_requests"] + 1, (before, after)
+    # A refusal before any request was parsed is the protocol's, not the app's.
+    refused_early = method == "RAW" and b"Content-Length" not in body and b"chunked" not in body
+    assert after["bad_requests"] == before["bad_requests"] + (not refused_early), (before, after)
     assert after["failed"] == before["failed"] and after["user_errors"] == before["user_errors"]
     _healthy(srv)
     _no_traceback(caplog)
+
+
+def _stall(port: int, sent: bytes, limit: float = 30) -> httpx.Response:
+    """Send `sent` on a raw socket, then nothing: the server must answer and close within
+    `limit` seconds. The answer, parsed."""
+    with socket.create_connection(("127.0.0.1", port), timeout=limit) as sock:
+        sock.sendall(sent)
+        t0, data = time.monotonic(), b""
+        while chunk := sock.recv(65536):
+            data += chunk
+        took = time.monotonic() - t0
+    assert took < limit and data, (took, data)
+    head, _, payload = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    if headers.get("transfer-encoding") == "chunked":
+        size, _, rest = payload.partition(b"\r\n")
+        payload = rest[:int(size, 16)]
+    return httpx.Response(int(lines[0].split()[1]), headers=headers, content=payload)
 
 
 def _counts(srv: SimpleNamespace) -> dict:
@@ -219,5 +256,27 @@ def test_allowed_hosts_setting() -> None:
             r = httpx.get(f"{base}/v1/models", headers={"host": host})
             assert r.status_code == status, (host, r.text)
     finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_connection_limit() -> None:
+    settings = ServerSettings(max_connections=4, header_timeout_s=30)
+    server, thread, base = _start(settings)
+    port = int(base.rsplit(":", 1)[1])
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+    try:
+        time.sleep(0.2)
+        r = httpx.get(f"{base}/health", timeout=10)
+        assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
+        assert r.json()["error"]["code"] == "server_overloaded"
+        for s in idle:
+            s.close()
+        time.sleep(0.2)
+        r = httpx.get(f"{base}/health", timeout=10)
+        assert r.status_code == 200, r.text
+    finally:
+        for s in idle:
+            s.close()
         server.should_exit = True
         thread.join(10)

@@ -112,9 +112,9 @@ def serve_cluster(o: dict[str, Any], settings: ServerSettings) -> None:
               default="info", show_default=True)
 def serve(**o: Any) -> None:
     """Serve an OpenAI-compatible API with Predicted Outputs (chat, completions, apply)."""
-    uvicorn = require("uvicorn", "serve")
-    # The server needs the `serve` extra (fastapi): imported only when serving.
-    from edge_spec.server.app import create_app
+    require("uvicorn", "serve")
+    # The server needs the `serve` extra (fastapi, uvicorn): imported only when serving.
+    from edge_spec.server.app import create_app, make_server
     if not _is_loopback(o["host"]):
         if not o["api_key"]:
             click.echo(f"warning: listening on {o['host']} without an API key: anyone who can "
@@ -147,9 +147,7 @@ def serve(**o: Any) -> None:
         serve_cluster(o, settings)
         return
     app = create_app(engine_factory(o), settings, on_load_error)
-    config = uvicorn.Config(app, host=o["host"], port=o["port"], log_level=o["log_level"],
-                            timeout_graceful_shutdown=5)
-    server = uvicorn.Server(config)
+    server = make_server(app, settings, o["log_level"])
     try:
         server.run()
     except SystemExit as exc:  # uvicorn exits like this when it cannot bind

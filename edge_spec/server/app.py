@@ -44,6 +44,7 @@ from edge_spec.server.guard import BrowserGuard, GuardMiddleware, origin_regex  
 from edge_spec.server.routes import apply_routes, meta_routes, openai_routes  # noqa: E402
 from edge_spec.server.runner import Runner  # noqa: E402
 from edge_spec.server.service import Service  # noqa: E402
+from edge_spec.server.serving import make_server  # noqa: E402
 from edge_spec.server.wire import (  # noqa: E402
     DEFAULT_MAX_BODY,
     HTTPError,
@@ -54,7 +55,7 @@ from edge_spec.server.wire import (  # noqa: E402
 )
 
 __all__ = ["DEFAULT_MAX_BODY", "ServerSettings", "code_blocks", "create_app", "error_response",
-           "prediction_usage"]
+           "make_server", "prediction_usage"]
 
 
 def create_app(engine: Engine | Callable[[], Engine], settings: ServerSettings | None = None,

@@ -230,7 +230,7 @@ class Ingress:
         key, body = "", b""
         if model is not None:
             raw = await read_json(request, self.server.max_body_bytes,
-                                  self.server.max_json_depth)
+                                  self.server.max_json_depth, self.server.body_timeout_s)
             key = affinity_key(validate_request(model, raw), self.cluster.affinity_min_chars) or ""
             body = json.dumps(raw, ensure_ascii=False).encode("utf-8")
         headers = [("content-type", "application/json")]

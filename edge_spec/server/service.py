@@ -49,7 +49,8 @@ class Service:
 
     async def parse(self, request: Request, model: type[M]) -> M:
         self.authorize(request)
-        raw = await read_json(request, self.settings.max_body_bytes, self.settings.max_json_depth)
+        st = self.settings
+        raw = await read_json(request, st.max_body_bytes, st.max_json_depth, st.body_timeout_s)
         req = validate_request(model, raw)
         self.runner.ready()
         return req

@@ -454,10 +454,12 @@ def scrub_paths(message: str) -> str:
 
 
 async def read_json(request: Request, limit: int,
-                    max_depth: int = ServerSettings.max_json_depth) -> dict[str, Any]:
+                    max_depth: int = ServerSettings.max_json_depth,
+                    timeout_s: float | None = ServerSettings.body_timeout_s) -> dict[str, Any]:
     """The request body as a JSON object: 415 unless sent as ``application/json`` (a web page
-    cannot send that cross-site without a preflight), 413 past `limit` bytes, 400 for anything
-    not JSON or nested deeper than `max_depth`."""
+    cannot send that cross-site without a preflight), 413 past `limit` bytes, 408 when it takes
+    longer than `timeout_s` to arrive, 400 for anything not JSON or nested deeper than
+    `max_depth`."""
     ctype = request.headers.get("content-type", "")
     if ctype.partition(";")[0].strip().lower() != "application/json":
         raise HTTPError(415, f"the request body must be sent as Content-Type: application/json "
@@ -472,10 +474,15 @@ async def read_json(request: Request, limit: int,
         except ValueError:
             raise HTTPError(400, "invalid Content-Length header") from None
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise too_big
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise too_big
+    except TimeoutError:
+        raise HTTPError(408, f"the request body did not arrive within {timeout_s:g} s",
+                        code="request_timeout") from None
     try:
         obj = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
