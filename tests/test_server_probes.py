@@ -280,3 +280,57 @@ def test_connection_limit() -> None:
             s.close()
         server.should_exit = True
         thread.join(10)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["running stream", "running request"])
+def test_shutdown_past_the_deadline_ends_cleanly(stream: bool,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """An engine that ignores its cancel outlives the graceful timeout; the running request
+    still ends with the documented 503 `cancelled` (a stream: an error event), the queued one
+    gets it at once, and nothing logs a traceback."""
+    caplog.set_level(logging.INFO)
+    engine = _engine()
+    real = engine.generate
+
+    def stubborn(*args: object, **kw: object) -> object:
+        on_delta = kw.get("on_delta")
+        for _ in range(60):  # about 3 s, whatever `cancel` says
+            time.sleep(0.05)
+            if on_delta is not None:
+                on_delta("x")
+        return real(*args, **kw)
+
+    engine.generate = stubborn  # type: ignore[method-assign]
+    server, thread, base = _start(ServerSettings(shutdown_grace_s=1.0), engine)
+    results: dict[str, tuple[int, str]] = {}
+
+    def post(name: str, body: dict) -> None:
+        r = httpx.post(f"{base}/v1/completions", json=body, timeout=30)
+        results[name] = (r.status_code, r.text)
+
+    body = {"prompt": "def f(x):", "max_tokens": 4}
+    first = threading.Thread(target=post, args=("running", {**body, "stream": stream}))
+    first.start()
+    while httpx.get(f"{base}/health").json()["running"] < 1:
+        time.sleep(0.02)
+    second = threading.Thread(target=post, args=("queued", {**body, "stream": not stream}))
+    second.start()
+    while httpx.get(f"{base}/health").json()["in_flight"] < 2:
+        time.sleep(0.02)
+    t0 = time.monotonic()
+    server.should_exit = True
+    thread.join(10)
+    first.join(10)
+    second.join(10)
+    assert time.monotonic() - t0 < 3, "the server outlived its graceful timeout"
+    status, text = results["queued"]
+    assert status == 503 and json.loads(text)["error"]["code"] == "cancelled", text
+    status, text = results["running"]
+    if stream:
+        assert status == 200 and text.endswith("data: [DONE]\n\n"), text[-300:]
+        last = json.loads([ln for ln in text.splitlines() if ln.startswith("data: {")][-1][6:])
+        assert last["error"]["code"] == "cancelled", last
+    else:
+        assert status == 503 and json.loads(text)["error"]["code"] == "cancelled", text
+    bad = [r for r in caplog.records if r.exc_info]
+    assert not bad, [r.getMessage() for r in bad]

@@ -16,6 +16,7 @@ from edge_spec.server.service import Event, Job, Service
 from edge_spec.server.wire import (
     FINISH,
     ApplyRequest,
+    Cancelled,
     ChatApply,
     ChatRequest,
     CompletionRequest,
@@ -239,6 +240,9 @@ async def stream_events(request: Request, ex: Exchange, first: Event | None,
             if kind == "delta":
                 async for event in delta(val + ex.more_text()):
                     yield event
+            elif kind == "done" and val.finish_reason == "cancelled":
+                yield sse_error(Cancelled())  # shutdown stopped it mid-stream
+                return
             elif kind == "done":
                 async for event in done(val):
                     yield event

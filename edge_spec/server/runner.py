@@ -16,7 +16,15 @@ from fastapi.responses import StreamingResponse
 
 from edge_spec.engine import Engine
 from edge_spec.errors import UserError
-from edge_spec.server.wire import Cancelled, HTTPError, Outcome, ServerSettings, log, scrub_paths
+from edge_spec.server.wire import (
+    Cancelled,
+    HTTPError,
+    Outcome,
+    ServerSettings,
+    log,
+    scrub_paths,
+    sse_error,
+)
 
 POLL_S = 0.25  # how often a waiting request checks whether its client is still there
 
@@ -102,7 +110,11 @@ class Runner:
     def admit(self) -> None:
         """Take a slot (running + waiting < max_queue) or raise a 503 with Retry-After."""
         with self._lock:
-            if self._closed or self.admitted >= self.settings.max_queue:
+            if self._closed:
+                self.counts["rejected"] += 1
+                raise HTTPError(503, "the server is shutting down", "server_error",
+                                code="shutting_down")
+            if self.admitted >= self.settings.max_queue:
                 self.counts["rejected"] += 1
                 raise HTTPError(
                     503, f"the server is busy ({self.admitted} requests running or queued, "
@@ -181,11 +193,29 @@ class Runner:
             return 503, {"status": "error", "error": self.load_error}
         return 503, {"status": "loading"}
 
+    def drain(self, grace_s: float) -> None:
+        """Shutdown begins: nothing new is admitted, requests still waiting get 503 `cancelled`
+        now, and the running one may finish until `grace_s` is nearly over, when it is
+        cancelled too (its client gets 503 `cancelled`, or a stream an error event)."""
+        with self._lock:
+            self._closed = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        # The cancel lands within one verify step (longer on a loaded machine); the margin
+        # leaves time to answer before the ASGI server's own deadline cancels the tasks.
+        timer = threading.Timer(grace_s - min(2.0, grace_s / 3), self._cancel_all)
+        timer.daemon = True
+        timer.start()
+
+    def _cancel_all(self) -> None:
+        with self._lock:
+            for ev in self._cancels:
+                ev.set()
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            for ev in self._cancels:
-                ev.set()
+        self._cancel_all()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
@@ -257,6 +287,13 @@ class SSEResponse(StreamingResponse):
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
             await super().__call__(scope, receive, send)
+        except asyncio.CancelledError:
+            # The ASGI server's shutdown deadline passed mid-stream: end the stream with the
+            # documented error event, not a traceback (the task is cancelled once).
+            end = {"type": "http.response.body", "body": sse_error(Cancelled()).encode(),
+                   "more_body": False}
+            with contextlib.suppress(Exception):
+                await send(end)
         finally:
             self._exchange.close()
 

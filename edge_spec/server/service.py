@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import time
 import uuid
@@ -14,6 +15,7 @@ from pydantic import BaseModel
 from edge_spec.engine import Engine
 from edge_spec.server.runner import Exchange, Runner
 from edge_spec.server.wire import (
+    Cancelled,
     HTTPError,
     Outcome,
     ServerSettings,
@@ -69,9 +71,16 @@ class Service:
             first = await ex.next()
             while not stream and first is not None and first[0] == "delta":
                 first = await ex.next()
+        except asyncio.CancelledError:
+            # The ASGI server's shutdown deadline passed before the engine stopped: answer the
+            # documented 503 rather than let the cancellation end in a bare 500.
+            ex.close()
+            raise error_of(Cancelled()) from None
         except BaseException:
             ex.close()
             raise
+        if first is not None and first[0] == "done" and first[1].finish_reason == "cancelled":
+            first = ("error", Cancelled())  # shutdown stopped it: no partial answer as a 200
         if first is not None and first[0] == "error":
             ex.close()
             err = error_of(first[1])
