@@ -334,3 +334,39 @@ def test_shutdown_past_the_deadline_ends_cleanly(stream: bool,
         assert status == 503 and json.loads(text)["error"]["code"] == "cancelled", text
     bad = [r for r in caplog.records if r.exc_info]
     assert not bad, [r.getMessage() for r in bad]
+
+
+def test_concurrent_merges_match_single_threaded(srv: SimpleNamespace) -> None:
+    """16 clients, 512 merge requests: every answer equals the same request's answer alone."""
+    def body(i: int) -> dict:
+        update = f"# ... existing code ...\n\ndef b():\n    return {100 + i}\n\n# ... existing code ...\n"
+        return {"original": ORIG + "\n\ndef c():\n    return 3\n", "update": update,
+                "path": "x.py"}
+
+    variants = 24
+    alone = {}
+    for i in range(variants):
+        r = httpx.post(f"{srv.base}/v1/apply", json=body(i))
+        assert r.status_code == 200 and r.json()["engine"] == "merge", r.text
+        alone[i] = r.json()["merged"]
+    wrong: list[object] = []
+
+    def client(c: int) -> None:
+        with httpx.Client(timeout=60) as h:
+            for k in range(32):
+                i = (c * 7 + k) % variants
+                r = h.post(f"{srv.base}/v1/apply", json=body(i))
+                while r.status_code == 503:  # the queue (4) is full: back off and retry
+                    assert r.json()["error"]["code"] == "server_overloaded", r.text
+                    time.sleep(0.01)
+                    r = h.post(f"{srv.base}/v1/apply", json=body(i))
+                if r.status_code != 200 or r.json()["merged"] != alone[i]:
+                    wrong.append((i, r.status_code, r.text[:200]))
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not wrong, wrong[:5]
+    _healthy(srv)
