@@ -40,6 +40,7 @@ from fastapi.responses import JSONResponse  # noqa: E402
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 
 from edge_spec.engine import Engine  # noqa: E402
+from edge_spec.server.errors import HTTPError, error_response  # noqa: E402
 from edge_spec.server.guard import BrowserGuard, GuardMiddleware, origin_regex  # noqa: E402
 from edge_spec.server.routes import apply_routes, meta_routes, openai_routes  # noqa: E402
 from edge_spec.server.runner import Runner  # noqa: E402
@@ -47,10 +48,8 @@ from edge_spec.server.service import Service  # noqa: E402
 from edge_spec.server.serving import make_server  # noqa: E402
 from edge_spec.server.wire import (  # noqa: E402
     DEFAULT_MAX_BODY,
-    HTTPError,
     ServerSettings,
     code_blocks,
-    error_response,
     prediction_usage,
 )
 

@@ -50,17 +50,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa
 from edge_spec.config.settings import ClusterSettings, ServerSettings  # noqa: E402
 from edge_spec.engine import build_engine  # noqa: E402
 from edge_spec.server.app import create_app  # noqa: E402
+from edge_spec.server.body import read_json, validate_request  # noqa: E402
+from edge_spec.server.errors import HTTPError, error_response  # noqa: E402
 from edge_spec.server.guard import BrowserGuard  # noqa: E402
 from edge_spec.server.routing import AffinityRouter, affinity_key  # noqa: E402
 from edge_spec.server.wire import (  # noqa: E402
     ApplyRequest,
     ChatRequest,
     CompletionRequest,
-    HTTPError,
-    error_response,
-    read_json,
     sse_error,
-    validate_request,
 )
 
 ENGINE_DEPLOYMENT = "EngineReplica"

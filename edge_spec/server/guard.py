@@ -22,7 +22,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from edge_spec.config.settings import ServerSettings
-from edge_spec.server.wire import HTTPError
+from edge_spec.server.errors import HTTPError
 
 # Pages served from this machine: any port, http or https.
 LOOPBACK_ORIGIN = (r"https?://(?:localhost|[a-z0-9.-]+\.localhost|127(?:\.\d{1,3}){3}|\[::1\])"

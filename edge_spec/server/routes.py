@@ -11,17 +11,16 @@ from fastapi.responses import JSONResponse, Response
 
 from edge_spec.config.settings import SamplingSettings
 from edge_spec.engine import Engine
+from edge_spec.server.errors import Cancelled, HTTPError
 from edge_spec.server.runner import Exchange, SSEResponse
 from edge_spec.server.service import Event, Job, Service
 from edge_spec.server.wire import (
     FINISH,
     ApplyRequest,
-    Cancelled,
     ChatApply,
     ChatRequest,
     CompletionRequest,
     GenRequest,
-    HTTPError,
     Outcome,
     chat_apply,
     prediction_account,

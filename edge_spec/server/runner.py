@@ -16,15 +16,8 @@ from fastapi.responses import StreamingResponse
 
 from edge_spec.engine import Engine
 from edge_spec.errors import UserError
-from edge_spec.server.wire import (
-    Cancelled,
-    HTTPError,
-    Outcome,
-    ServerSettings,
-    log,
-    scrub_paths,
-    sse_error,
-)
+from edge_spec.server.errors import Cancelled, HTTPError, log, scrub_paths
+from edge_spec.server.wire import Outcome, ServerSettings, sse_error
 
 POLL_S = 0.25  # how often a waiting request checks whether its client is still there
 

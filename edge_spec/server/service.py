@@ -13,16 +13,10 @@ from fastapi import Request
 from pydantic import BaseModel
 
 from edge_spec.engine import Engine
+from edge_spec.server.body import read_json, validate_request
+from edge_spec.server.errors import Cancelled, HTTPError, error_of
 from edge_spec.server.runner import Exchange, Runner
-from edge_spec.server.wire import (
-    Cancelled,
-    HTTPError,
-    Outcome,
-    ServerSettings,
-    error_of,
-    read_json,
-    validate_request,
-)
+from edge_spec.server.wire import Outcome, ServerSettings
 
 M = TypeVar("M", bound=BaseModel)
 Job = Callable[[Engine, Exchange], Outcome]

@@ -20,9 +20,10 @@ from typing import Any
 
 from edge_spec.errors import require
 
-uvicorn = require("uvicorn", "serve")
-h11 = require("h11", "serve")
+require("uvicorn", "serve")
 
+import h11  # noqa: E402
+import uvicorn  # noqa: E402
 from uvicorn.protocols.http.h11_impl import H11Protocol  # noqa: E402
 
 from edge_spec.config.settings import ServerSettings  # noqa: E402
@@ -116,8 +117,10 @@ def make_server(app: Any, settings: ServerSettings, log_level: str = "info",
     an app from `create_app` has its runner drained when shutdown begins."""
     cfg = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
                          http=protocol_for(settings), ws="none",
-                         timeout_keep_alive=settings.keep_alive_s,
-                         timeout_graceful_shutdown=settings.shutdown_grace_s, **config)
+                         # uvicorn's hints say int; both go to asyncio, which takes seconds
+                         timeout_keep_alive=settings.keep_alive_s,  # type: ignore[arg-type]
+                         timeout_graceful_shutdown=settings.shutdown_grace_s,  # type: ignore[arg-type]
+                         **config)
     runner = getattr(getattr(app, "state", None), "runner", None)
     grace = settings.shutdown_grace_s
     return DrainingServer(cfg, (lambda: runner.drain(grace)) if runner is not None else None)

@@ -1,6 +1,7 @@
 """The server's wire format: request models, OpenAI-style errors, usage, SSE framing.
 
-Everything here is pure request/response shaping; `edge_spec.server.app` wires it to the engine.
+Everything here is pure request/response shaping; `edge_spec.server.app` wires it to the engine,
+`edge_spec.server.errors` shapes errors, `edge_spec.server.body` reads bodies.
 fastapi and pydantic come from the extra ``serve``.
 """
 
@@ -11,26 +12,21 @@ import contextlib
 import difflib
 import functools
 import json
-import logging
 import re
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from edge_spec.errors import UserError, require
+from edge_spec.errors import require
 
 require("fastapi", "serve")
 require("pydantic", "serve")
 
-from fastapi import Request  # noqa: E402
-from fastapi.responses import JSONResponse  # noqa: E402
-from pydantic import BaseModel, ConfigDict, Field, ValidationError  # noqa: E402
+from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
 
 from edge_spec.apply import MARKER, naive_merge  # noqa: E402
 from edge_spec.config.settings import SamplingSettings, ServerSettings  # noqa: E402
-
-log = logging.getLogger("edge_spec.server.app")
+from edge_spec.server.errors import HTTPError, error_of  # noqa: E402
 
 DEFAULT_MAX_BODY = ServerSettings.max_body_bytes
 FINISH = {"eos": "stop", "stop": "stop", "length": "length", "cancelled": "stop"}
@@ -147,35 +143,6 @@ class ApplyRequest(_Base):
 
 # ---------------------------------------------------------------------------------------------
 # Helpers shared by the endpoints.
-
-
-class HTTPError(Exception):
-    """An OpenAI-style error response, raised from request handling."""
-
-    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.type, self.param, self.code = (
-            status, message, type_, param, code)
-        self.headers = headers
-        self.counted = False  # already in a health counter (a job's error)
-
-    def response(self) -> JSONResponse:
-        return error_response(self.status, self.message, self.type, self.param, self.code,
-                              self.headers)
-
-
-class Cancelled(Exception):
-    """The request was cancelled (client gone, shutdown) before it finished."""
-
-
-def error_response(status: int, message: str, type_: str = "invalid_request_error",
-                   param: str | None = None, code: str | None = None,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
-    """`{"error": {"message", "type", "param", "code"}}`, as OpenAI's API answers errors."""
-    body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
-    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def text_of(content: str | list[TextPart] | None) -> str:
@@ -385,155 +352,3 @@ def sse_error(exc: BaseException) -> str:
 
 def sse(obj: Any) -> str:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
-
-
-def error_of(exc: BaseException) -> HTTPError:
-    """The answer to what a job raised: a user error's 400 (with `code` and `param`), 503
-    `cancelled`, or a 500 that names the error's type and an id to find it in the server log
-    (never its text, which may hold file paths)."""
-    if isinstance(exc, HTTPError):
-        return exc
-    if isinstance(exc, UserError):
-        return user_error(str(exc))
-    if isinstance(exc, Cancelled):
-        return HTTPError(503, "the request was cancelled", "server_error", code="cancelled")
-    ref = uuid.uuid4().hex[:12]
-    log.error("generation failed (error id %s)", ref, exc_info=exc)
-    return HTTPError(500, f"internal error ({type(exc).__name__}); the server log has the "
-                     f"details under error id {ref}", "server_error", code="internal_error")
-
-
-# A user error from the engine, by its message: (pattern, code, the JSON field at fault).
-_USER_ERRORS = (
-    (r"does not fit the context|context full|longer than the context", "context_length_exceeded",
-     None),
-    (r"^hunk \d+ \(snippet lines", "merge_not_exact", "engine"),
-    (r"the snippet has no code to merge", "merge_not_exact", "update"),
-    (r"^references total", "references_too_large", "prediction"),
-    (r"^unknown template", "invalid_value", "template"),
-    (r"^unknown guard", "invalid_value", "guard"),
-    (r"^unknown apply engine", "invalid_value", "engine"),
-    (r"existing code \.\.\.' marker\(s\)", "lazy_output", None),
-    (r"not valid Unicode", "invalid_unicode", None),
-    (r"chat template", "chat_template_error", "messages"),
-    (r"^empty prompt", "invalid_value", "prompt"),
-)
-# Command-line flags an engine message may name, and the request field that sets the same.
-_FLAG_FIELDS = {"--engine": "engine", "--guard": "guard", "--template": "template",
-                "--max-tokens": "max_tokens", "--lang": "lang", "--instruction": "instruction"}
-_FLAG = re.compile("|".join(re.escape(f) for f in _FLAG_FIELDS) + r"(?![\w-])")
-
-
-def user_error(message: str) -> HTTPError:
-    """A 400 for an engine's user error: its code and field, flags named as JSON fields.
-
-    >>> e = user_error("hunk 1 (snippet lines 1-2) is unsure: x; use --engine auto or model")
-    >>> e.code, e.param, e.message.endswith("use engine auto or model")
-    ('merge_not_exact', 'engine', True)
-    """
-    code, param = "invalid_request", None
-    for pattern, code_, param_ in _USER_ERRORS:
-        if re.search(pattern, message):
-            code, param = code_, param_
-            break
-    fields = [_FLAG_FIELDS[m.group(0)] for m in _FLAG.finditer(message)]
-    text = _FLAG.sub(lambda m: _FLAG_FIELDS[m.group(0)], scrub_paths(message))
-    return HTTPError(400, text, param=param or (fields[0] if fields else None), code=code)
-
-
-_PATH = re.compile(r"(?<![\w.~:/-])(?:[A-Za-z]:\\|~?/)(?:[^\s'\":,;()]+[/\\])+([^\s'\":,;()]*)")
-
-
-def scrub_paths(message: str) -> str:
-    """`message` with absolute file paths cut to their last part (a client sees no paths).
-
-    >>> scrub_paths("/home/me/models/x.gguf: llama.cpp could not load ('~/m/y.bin')")
-    "x.gguf: llama.cpp could not load ('y.bin')"
-    """
-    return _PATH.sub(lambda m: m.group(1) or "<path>", message)
-
-
-async def read_json(request: Request, limit: int,
-                    max_depth: int = ServerSettings.max_json_depth,
-                    timeout_s: float | None = ServerSettings.body_timeout_s) -> dict[str, Any]:
-    """The request body as a JSON object: 415 unless sent as ``application/json`` (a web page
-    cannot send that cross-site without a preflight), 413 past `limit` bytes, 408 when it takes
-    longer than `timeout_s` to arrive, 400 for anything not JSON or nested deeper than
-    `max_depth`."""
-    ctype = request.headers.get("content-type", "")
-    if ctype.partition(";")[0].strip().lower() != "application/json":
-        raise HTTPError(415, f"the request body must be sent as Content-Type: application/json "
-                        f"(got {ctype[:80]!r})", code="unsupported_media_type")
-    too_big = HTTPError(413, f"the request body is over the limit of {limit} bytes",
-                         code="request_too_large")
-    length = request.headers.get("content-length")
-    if length is not None:
-        try:
-            if int(length) > limit:
-                raise too_big
-        except ValueError:
-            raise HTTPError(400, "invalid Content-Length header") from None
-    body = bytearray()
-    try:
-        async with asyncio.timeout(timeout_s):
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > limit:
-                    raise too_big
-    except TimeoutError:
-        raise HTTPError(408, f"the request body did not arrive within {timeout_s:g} s",
-                        code="request_timeout") from None
-    try:
-        obj = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise HTTPError(400, f"the request body is not valid JSON ({exc})",
-                         code="invalid_json") from None
-    except RecursionError:  # the parser recurses per level: far too deep for the check below
-        raise too_deep(max_depth) from None
-    if json_depth(obj) > max_depth:
-        raise too_deep(max_depth)
-    if not isinstance(obj, dict):
-        raise HTTPError(400, "the request body must be a JSON object", code="invalid_json")
-    try:  # JSON may escape lone surrogates ("\ud800"); no tokenizer can encode them
-        json.dumps(obj, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        raise HTTPError(400, "the request contains a lone UTF-16 surrogate (\\ud800-\\udfff), "
-                         "which is not valid Unicode text", code="invalid_unicode") from None
-    return obj
-
-
-def too_deep(max_depth: int) -> HTTPError:
-    return HTTPError(400, f"the request body nests JSON deeper than {max_depth} levels",
-                     code="invalid_json")
-
-
-def json_depth(obj: Any) -> int:
-    """How deeply lists and objects nest in `obj` (a scalar: 0), without recursing.
-
-    >>> json_depth({"a": [1, {"b": []}]}), json_depth(3)
-    (4, 0)
-    """
-    deepest, stack = 0, [(obj, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(
-            item, list) else None
-        if children is None:
-            continue
-        deepest = max(deepest, depth)
-        stack.extend((c, depth + 1) for c in children)
-    return deepest
-
-
-def validate_request(model: type[BaseModel], obj: dict[str, Any]) -> Any:
-    try:
-        return model.model_validate(obj)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        param = ".".join(str(p) for p in err["loc"]) or None
-        msg = f"{param}: {err['msg']}" if param else err["msg"]
-        if len(exc.errors()) > 1:
-            msg += f" (and {len(exc.errors()) - 1} more problems)"
-        raise HTTPError(400, msg, param=param, code=err["type"]) from None
-
-
