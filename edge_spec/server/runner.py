@@ -46,6 +46,8 @@ class Runner:
         self.engine: Engine | None = source if isinstance(source, Engine) else None
         if self.engine is None and not callable(source):
             raise TypeError("create_app needs an Engine or a callable that returns one")
+        if self.engine is not None:
+            self.engine.target  # noqa: B018 - a given engine serves with its model loaded
         self.load_error: str | None = None
         self.load_s = 0.0
         self._lock = threading.Lock()
