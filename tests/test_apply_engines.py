@@ -90,7 +90,7 @@ def test_server_apply_engine_field() -> None:
 
     rt = FakeRuntime(follow="```\n" + MERGED + "```\n", n_ctx=8192)
     eng = Engine(rt, None, EngineConfig().override(kind="reference"))
-    with fastapi_testclient.TestClient(create_app(eng)) as client:
+    with fastapi_testclient.TestClient(create_app(eng), base_url="http://localhost") as client:
         r = client.post("/v1/apply", json={"original": ORIG, "update": SURE, "path": "x.py"})
         assert r.status_code == 200, r.text
         d = r.json()

@@ -298,15 +298,11 @@ def test_replica_killed_during_burst(cl: SimpleNamespace, expected: dict[str, st
         degraded |= _health(cl.base)["status"] in ("degraded", "unavailable")
         time.sleep(0.2)
     assert not any(t.is_alive() for t in threads), "a request hung"
-    ok = 0
+    # A request lost before any byte of its answer went out is retried on the other replica:
+    # the burst loses none, and greedy answers are what the lost replica would have given.
     for p, status, body in results:  # type: ignore[misc]
-        if status == 200:
-            assert body["choices"][0]["message"]["content"] == expected[p]
-            ok += 1
-        else:
-            assert status == 503 and body["error"]["code"] in ("replica_failed",
-                                                               "server_overloaded"), body
-    assert ok >= 1
+        assert status == 200, body
+        assert body["choices"][0]["message"]["content"] == expected[p]
     assert degraded, "/health never reported the lost replica"
     _wait_ok(cl.base, timeout=120)
     assert len(replica_actors()) == 2

@@ -3,13 +3,17 @@
 
 Prompts are ones whose greedy output is stable on SmolLM2 whatever the draft lengths and KV
 prefix reuse (some prompts have top-2 near-ties where batched evaluation flips the argmax;
-DESIGN.md section 7): the tests compare texts exactly.
+docs/design.md, "Lossless"): the tests compare texts exactly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +34,7 @@ from edge_spec.bench.neartie import divergence  # noqa: E402
 from edge_spec.core.verify import SamplingConfig  # noqa: E402
 from edge_spec.engine import Engine, EngineConfig  # noqa: E402
 from edge_spec.server.app import ServerSettings, code_blocks, create_app  # noqa: E402
+from edge_spec.server.serving import make_server  # noqa: E402
 
 pytestmark = pytest.mark.real
 
@@ -47,7 +52,7 @@ def _serve(app) -> tuple[uvicorn.Server, threading.Thread, str]:  # noqa: ANN001
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
+    server = make_server(app, ServerSettings(shutdown_grace_s=2), "warning")
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -481,3 +486,92 @@ def test_cli_serve_load_failure_is_one_line_error(tmp_path: Path) -> None:
     assert res.exit_code == 2, (res.output, res.exception)
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
     assert len(lines) == 1 and "missing.gguf" in lines[0] and "Traceback" not in res.output
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_sigterm_with_requests_queued_ends_each_cleanly(smollm2_path: Path) -> None:
+    """`edge-spec serve` gets SIGTERM while one request runs and seven wait: each either
+    finishes or gets the documented 503 `cancelled` (a stream: an error event), never a
+    plain-text 500; the process exits within the graceful timeout, with no traceback."""
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "edge_spec", "serve", "--model", str(smollm2_path), "--port",
+         str(port), "--n-ctx", "2048", "--threads", "2", "--draft", "reference",
+         "--max-queue", "16", "--profile", "none", "--allowed-host", "box.lan"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    break
+            assert time.monotonic() < deadline, "the server did not come up"
+            time.sleep(0.2)
+        assert httpx.get(f"{base}/v1/models", headers={"host": "box.lan"}).status_code == 200
+        assert httpx.get(f"{base}/v1/models", headers={"host": "evil.example"}).status_code == 403
+        n = 8
+        results: list[object] = [None] * n
+
+        def client(i: int) -> None:
+            body = {"prompt": "1, 2, 3, 4, 5, 6, 7, 8,", "max_tokens": 1500, "temperature": 0,
+                    "stream": i % 2 == 1}
+            try:
+                with httpx.stream("POST", f"{base}/v1/completions", json=body,
+                                  timeout=60) as r:
+                    results[i] = (r.status_code, r.headers.get("content-type", ""), r.read())
+            except BaseException as exc:  # reported below
+                results[i] = exc
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 60
+        while httpx.get(f"{base}/health").json()["in_flight"] < n:
+            assert time.monotonic() < deadline, "the requests were not all queued"
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        took = time.monotonic() - t0
+        for t in threads:
+            t.join(30)
+        log = proc.stdout.read() if proc.stdout else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    grace = ServerSettings.shutdown_grace_s
+    assert took < grace + 3, (f"exited {took:.1f} s after SIGTERM (grace {grace} s)", log, results)
+    assert "Traceback" not in log and "CancelledError" not in log and \
+        "Exception in ASGI" not in log, log
+    finished = cancelled = 0
+    for res in results:
+        assert isinstance(res, tuple), res
+        status, ctype, raw = res
+        assert ctype.startswith(("application/json", "text/event-stream")), (status, raw)
+        text = raw.decode()
+        if status == 503:
+            err = json.loads(text)["error"]
+            assert err["code"] == "cancelled" and err["type"] == "server_error", err
+            cancelled += 1
+        elif ctype.startswith("text/event-stream"):
+            assert status == 200 and text.endswith("data: [DONE]\n\n"), text[-300:]
+            events = [json.loads(ln[6:]) for ln in text.splitlines()
+                      if ln.startswith("data: {")]
+            last = events[-1]
+            if "error" in last:
+                assert last["error"]["code"] == "cancelled", last
+                cancelled += 1
+            else:
+                finished += 1
+        else:
+            assert status == 200 and json.loads(text)["choices"][0]["text"], text[:300]
+            finished += 1
+    assert finished + cancelled == n and cancelled >= n - 1, (finished, cancelled)

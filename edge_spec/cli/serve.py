@@ -8,13 +8,10 @@ from typing import Any
 
 import click
 
-from edge_spec.cli.options import model_options
+from edge_spec.cli.options import chosen_guard, guard_options, model_options, runtime_options
 from edge_spec.cli.output import int_range, note_profile
 from edge_spec.config.settings import (
-    BACKENDS,
-    GUARD_MODES,
     ClusterSettings,
-    RuntimeSettings,
     ServerSettings,
 )
 from edge_spec.engine import Engine, build_engine
@@ -30,13 +27,18 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _split(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Repeated options, each of which may also list several values separated by commas."""
+    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
+
+
 def engine_options(o: dict[str, Any]) -> dict[str, Any]:
     """`build_engine` keyword arguments from the command-line options."""
     return {"model": o["model"], "drafter": o["drafter"], "profile": o.get("profile"),
             "draft": o["draft"], "n_ctx": o["n_ctx"], "threads": o["threads"],
             "n_gpu_layers": o["n_gpu_layers"], "runtime": o.get("runtime"),
             "bundle": o.get("bundle"), "verify_bundle": bool(o.get("verify")),
-            "guard": o.get("guard")}
+            "guard": chosen_guard(o.get("guard"), bool(o.get("no_guard")))}
 
 
 def engine_factory(o: dict[str, Any]):  # noqa: ANN201 - returns a callable
@@ -63,12 +65,8 @@ def serve_cluster(o: dict[str, Any], settings: ServerSettings) -> None:
 
 @click.command()
 @model_options
-@click.option("--runtime", type=click.Choice(BACKENDS), default=None,
-              help="Backend: llamacpp (GGUF), ort (ONNX folder) or torch (HF folder or GGUF); "
-                   "default: the profile's, else llamacpp.")
-@click.option("--profile", envvar="EDGE_SPEC_PROFILE", default=None,
-              help="Hardware profile: shipped/calibrated name or .toml path (env EDGE_SPEC_PROFILE; default: the one `edge-spec calibrate` measured here for this target, else built-in; "
-                   "'none': built-in); flags override it.")
+@runtime_options
+@guard_options
 @click.option("--host", default=ServerSettings.host, show_default=True, help="Address to listen on.")
 @click.option("--port", type=int_range(ServerSettings, "port"), default=ServerSettings.port,
               show_default=True)
@@ -80,13 +78,15 @@ def serve_cluster(o: dict[str, Any], settings: ServerSettings) -> None:
 @click.option("--max-body-bytes", type=int_range(ServerSettings, "max_body_bytes"),
               default=ServerSettings.max_body_bytes,
               show_default=True, help="Largest request body; larger gets 413.")
-@click.option("--n-ctx", type=int_range(RuntimeSettings, "n_ctx"), default=None, help="Context size.")
-@click.option("--threads", type=int_range(RuntimeSettings, "threads"), default=None, help="CPU threads (0: all).")
-@click.option("--n-gpu-layers", type=int, default=None, help="Layers to offload to the GPU.")
-@click.option("--guard", type=click.Choice(GUARD_MODES), default=None,
-              help="Code apply: the decode-time guard when a request names none (default "
-                   "order: only lines of the original and the snippet, in their order; lines: "
-                   "in any order; markers; off).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, envvar="EDGE_SPEC_ALLOWED_HOSTS",
+              show_envvar=True, metavar="NAME",
+              help="A Host header to accept besides loopback names and --host (repeatable; "
+                   "'*.lan' patterns; '*': any). Needed for clients that reach a non-loopback "
+                   "--host by name.")
+@click.option("--allowed-origin", "allowed_origins", multiple=True,
+              envvar="EDGE_SPEC_ALLOWED_ORIGINS", show_envvar=True, metavar="ORIGIN",
+              help="A browser origin allowed to call the API besides pages on this machine "
+                   "(repeatable; patterns such as 'vscode-webview://*'); others get 403.")
 @click.option("--cluster", is_flag=True,
               help="Serve on Ray Serve: engine replicas across a Ray cluster (extra `cluster`).")
 @click.option("--replicas", type=int_range(ClusterSettings, "replicas"),
@@ -99,12 +99,18 @@ def serve_cluster(o: dict[str, Any], settings: ServerSettings) -> None:
               default="info", show_default=True)
 def serve(**o: Any) -> None:
     """Serve an OpenAI-compatible API with Predicted Outputs (chat, completions, apply)."""
-    uvicorn = require("uvicorn", "serve")
-    # The server needs the `serve` extra (fastapi): imported only when serving.
-    from edge_spec.server.app import create_app
-    if not o["api_key"] and not _is_loopback(o["host"]):
-        click.echo(f"warning: listening on {o['host']} without an API key: anyone who can reach "
-                   "this port can use the model (set --api-key or EDGE_SPEC_API_KEY)", err=True)
+    require("uvicorn", "serve")
+    # The server needs the `serve` extra (fastapi, uvicorn): imported only when serving.
+    from edge_spec.server.app import create_app, make_server
+    if not _is_loopback(o["host"]):
+        if not o["api_key"]:
+            click.echo(f"warning: listening on {o['host']} without an API key: anyone who can "
+                       "reach this port can use the model (set --api-key or EDGE_SPEC_API_KEY)",
+                       err=True)
+        if not o["allowed_hosts"]:
+            click.echo("note: only requests whose Host header is a loopback name or the "
+                       "--host address are answered; clients that reach this machine by another "
+                       "name or address need --allowed-host NAME (or '*')", err=True)
     logger = logging.getLogger("edge_spec")
     if not logger.handlers:
         handler = logging.StreamHandler()
@@ -121,14 +127,14 @@ def serve(**o: Any) -> None:
             server.should_exit = True
 
     settings = ServerSettings(host=o["host"], port=o["port"], api_key=o["api_key"] or None,
-                              max_queue=o["max_queue"], max_body_bytes=o["max_body_bytes"])
+                              max_queue=o["max_queue"], max_body_bytes=o["max_body_bytes"],
+                              allowed_hosts=_split(o["allowed_hosts"]),
+                              allowed_origins=_split(o["allowed_origins"]))
     if o["cluster"]:
         serve_cluster(o, settings)
         return
     app = create_app(engine_factory(o), settings, on_load_error)
-    config = uvicorn.Config(app, host=o["host"], port=o["port"], log_level=o["log_level"],
-                            timeout_graceful_shutdown=5)
-    server = uvicorn.Server(config)
+    server = make_server(app, settings, o["log_level"])
     try:
         server.run()
     except SystemExit as exc:  # uvicorn exits like this when it cannot bind

@@ -234,6 +234,25 @@ class ServerSettings:
     max_queue: int = setting(8, lo=1, hi=1 << 16)  # running + waiting requests; more get 503
     max_body_bytes: int = setting(4 * 1024 * 1024, lo=1024)
     model_id: str | None = setting(None)  # the name reported; default: the engine's model name
+    # Browser and DNS-rebinding defences (edge_spec.server.guard). Host header values accepted
+    # besides loopback ones (localhost, *.localhost, 127.0.0.0/8, [::1]) and the address served
+    # on: names ("box.lan"), "*.lan" patterns, or "*" for any (when something in front checks).
+    allowed_hosts: tuple[str, ...] = setting(())
+    # Browser origins allowed to call the API besides loopback pages (http://localhost:3000),
+    # as patterns ("vscode-webview://*", "https://ide.example.com", "*"); others get 403.
+    allowed_origins: tuple[str, ...] = setting(())
+    # JSON nested deeper than this is refused (400) before any model sees it.
+    max_json_depth: int = setting(64, lo=2, hi=512)
+    # Slow clients: the request line and headers, and the whole body, must arrive within these;
+    # idle keep-alive connections close after keep_alive_s; past max_connections open sockets a
+    # new one gets 503 and is closed.
+    header_timeout_s: float = setting(10.0, lo=0.05, hi=3600.0)
+    body_timeout_s: float = setting(60.0, lo=0.05, hi=3600.0)
+    keep_alive_s: float = setting(5.0, lo=0.05, hi=3600.0)
+    max_connections: int = setting(128, lo=1, hi=1 << 16)
+    # SIGTERM: requests waiting for the engine get 503 `cancelled` at once; the running one may
+    # finish until shortly before this much time has passed, then it is cancelled too.
+    shutdown_grace_s: float = setting(5.0, lo=0.5, hi=3600.0)
 
 
 @dataclass(frozen=True)

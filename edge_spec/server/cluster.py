@@ -1,6 +1,6 @@
 """edge-spec on Ray Serve: engine replicas across a Ray cluster, with prefix-affinity routing.
 
-Two deployments (DESIGN.md section 12):
+Two deployments (docs/cluster.md):
 
 - `Ingress` (FastAPI via ``serve.ingress``, no CPU reserved): authorization, body parsing with
   the single server's wire models, the affinity key (`edge_spec.server.routing`), and the call
@@ -11,11 +11,13 @@ Two deployments (DESIGN.md section 12):
   ``edge-spec serve`` answers: same JSON, errors, usage and SSE. Serve admits
   ``max_ongoing_requests + backlog`` per replica; the extra ones wait on the app's own FIFO,
   so the engine starts the next request the moment one ends instead of idling while Ray's
-  router backs off and re-probes (benchmarks/cluster/README.md).
+  router backs off and re-probes (benchmarks/results/cluster-load-amd-epyc-2core).
 
 Faults: a replica that dies is restarted by Ray (its actor fails health checks or exits); a
-request in flight on it gets a 503 ``replica_failed`` (or, mid-stream, an SSE error event and
-``[DONE]``), never another request's text, since every response travels on its own generator.
+request on it that has sent no byte of its answer yet (a JSON answer, or a stream before its
+first chunk) is retried once on another replica; a second loss gets a 503 ``replica_failed``,
+and a stream already under way an SSE error event and ``[DONE]``; never another request's
+text, since every response travels on its own generator.
 More than ``max_queued_requests`` waiting at the handle gets 503 + Retry-After, as the single
 server does past ``max_queue``. ``/health`` reports ``degraded`` while fewer replicas run than
 configured. ray[serve] comes from the extra ``cluster``.
@@ -50,16 +52,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa
 from edge_spec.config.settings import ClusterSettings, ServerSettings  # noqa: E402
 from edge_spec.engine import build_engine  # noqa: E402
 from edge_spec.server.app import create_app  # noqa: E402
+from edge_spec.server.body import read_json, validate_request  # noqa: E402
+from edge_spec.server.errors import HTTPError, error_response  # noqa: E402
+from edge_spec.server.guard import BrowserGuard  # noqa: E402
 from edge_spec.server.routing import AffinityRouter, affinity_key  # noqa: E402
 from edge_spec.server.wire import (  # noqa: E402
     ApplyRequest,
     ChatRequest,
     CompletionRequest,
-    HTTPError,
-    error_response,
-    read_json,
     sse_error,
-    validate_request,
 )
 
 ENGINE_DEPLOYMENT = "EngineReplica"
@@ -171,10 +172,13 @@ def _replica_failed(exc: BaseException) -> HTTPError:
 OVERLOADED = ("the cluster is busy (every replica running and the queue full); retry shortly")
 
 
-async def _relay(gen: Any) -> AsyncIterator[bytes]:
-    """The SSE body from the replica; a replica lost mid-stream ends it with an error event."""
+async def _relay(gen: Any, first: bytes) -> AsyncIterator[bytes]:
+    """The SSE body from the replica (`first`: its first chunk, already read); a replica lost
+    mid-stream ends it with an error event."""
     finished = False
     try:
+        if first:
+            yield first
         async for msg in gen:
             if msg.get("body"):
                 yield msg["body"]
@@ -210,6 +214,7 @@ class Ingress:
         self.engine = engine.options(stream=True)
         self.server, self.cluster = server, cluster
         self.key = (server.api_key or "").encode("utf-8")
+        self.guard = BrowserGuard(server)
 
     def _authorize(self, request: Request) -> None:
         if not self.key:
@@ -221,31 +226,46 @@ class Ingress:
                             headers={"WWW-Authenticate": "Bearer"})
 
     async def _forward(self, request: Request, model: type | None) -> Response:
+        refused = self.guard.refusal(request.headers)
+        if refused is not None:
+            raise refused
         self._authorize(request)
         key, body = "", b""
         if model is not None:
-            raw = await read_json(request, self.server.max_body_bytes)
+            raw = await read_json(request, self.server.max_body_bytes,
+                                  self.server.max_json_depth, self.server.body_timeout_s)
             key = affinity_key(validate_request(model, raw), self.cluster.affinity_min_chars) or ""
             body = json.dumps(raw, ensure_ascii=False).encode("utf-8")
-        headers = [("content-type", "application/json")]
-        gen = self.engine.call.remote(key, request.method, request.url.path, headers, body)
+        args = (key, request.method, request.url.path, [("content-type", "application/json")],
+                body)
+        for attempt in range(2):
+            try:
+                return await self._answer(*args)
+            except (RayError, StopAsyncIteration) as exc:
+                # Lost before a byte of the answer went out: once more, on another replica
+                # (the router drops a dead one). Requests have no side effects, and greedy or
+                # seeded ones give the text the lost replica would have.
+                if attempt:
+                    raise _replica_failed(exc) from None
+        raise AssertionError("unreachable")
+
+    async def _answer(self, *args: Any) -> Response:
+        """One replica's answer: whole for JSON; for SSE, once its first chunk has come."""
+        gen = self.engine.call.remote(*args)
         try:
             start = await gen.__anext__()
         except BackPressureError:
             raise HTTPError(503, OVERLOADED, "server_error", code="server_overloaded",
                             headers={"Retry-After": "1"}) from None
-        except (RayError, StopAsyncIteration) as exc:
-            raise _replica_failed(exc) from None
         out_headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in start["headers"]
                        if k.decode("latin-1").lower() not in _HOP_HEADERS}
         status = start["status"]
         if "text/event-stream" not in out_headers.get("content-type", ""):
-            try:
-                content = b"".join([m.get("body", b"") async for m in gen])
-            except RayError as exc:
-                raise _replica_failed(exc) from None
+            content = b"".join([m.get("body", b"") async for m in gen])
             return Response(content, status_code=status, headers=out_headers)
-        return StreamingResponse(_relay(gen), status_code=status, headers=out_headers)
+        first = await gen.__anext__()
+        return StreamingResponse(_relay(gen, first.get("body", b"")), status_code=status,
+                                 headers=out_headers)
 
     @ingress_app.post("/v1/chat/completions")
     async def chat_completions(self, request: Request) -> Response:

@@ -106,7 +106,7 @@ class AffinityRouter(FIFOMixin, RequestRouter):
         if pending_request is not None:
             # Without it Ray's base router retries a full replica set in a tight loop: every
             # pass probes each replica's queue length over RPC, which took a third to half a
-            # core in the ingress and starved the engine it waited for (benchmarks/cluster).
+            # core in the ingress and starved the engine it waited for (benchmarks/results/cluster-load-amd-epyc-2core).
             pending_request.routing_context.should_backoff = True
         key = _key_of(pending_request)
         mode = getattr(self, "mode", "prefix")

@@ -14,32 +14,50 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
-from edge_spec.server.wire import Cancelled, HTTPError, Outcome, ServerSettings, log
+from edge_spec.engine import Engine
+from edge_spec.errors import UserError
+from edge_spec.server.errors import Cancelled, HTTPError, log, scrub_paths
+from edge_spec.server.wire import Outcome, ServerSettings, sse_error
 
 POLL_S = 0.25  # how often a waiting request checks whether its client is still there
 
 
 def is_engine(obj: object) -> bool:
-    return hasattr(obj, "generate") and hasattr(obj, "target")
+    return isinstance(obj, Engine)
+
+
+def outcome_kind(exc: BaseException) -> str:
+    """The health counter a job's exception counts under."""
+    if isinstance(exc, Cancelled):
+        return "cancelled"
+    if isinstance(exc, UserError) or (isinstance(exc, HTTPError) and exc.status < 500):
+        return "user_errors"
+    return "failed"
 
 
 class Runner:
     """Owns the engine, the admission count and the one worker thread that uses the engine."""
 
-    def __init__(self, source: Any, settings: ServerSettings,
+    def __init__(self, source: Engine | Callable[[], Engine], settings: ServerSettings,
                  on_load_error: Callable[[BaseException], None] | None = None) -> None:
         self.settings = settings
         self.on_load_error = on_load_error
         self._source = source
-        self.engine = source if is_engine(source) else None
+        self.engine: Engine | None = source if isinstance(source, Engine) else None
         if self.engine is None and not callable(source):
             raise TypeError("create_app needs an Engine or a callable that returns one")
+        if self.engine is not None:
+            self.engine.target  # noqa: B018 - a given engine serves with its model loaded
         self.load_error: str | None = None
         self.load_s = 0.0
         self._lock = threading.Lock()
         self.admitted = 0  # running + waiting
         self.running = 0
-        self.counts = {"served": 0, "cancelled": 0, "rejected": 0, "failed": 0}
+        # served / cancelled; rejected: 503 busy; bad_requests: refused before the queue (bad
+        # body, key, Host...); user_errors: the engine found the input wrong (a merge not exact,
+        # a prompt over the context); failed: internal errors only.
+        self.counts = {"served": 0, "cancelled": 0, "rejected": 0, "bad_requests": 0,
+                       "user_errors": 0, "failed": 0}
         self._cancels: set[threading.Event] = set()
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
@@ -52,15 +70,17 @@ class Runner:
     def _load(self) -> None:
         t0 = time.perf_counter()
         try:
+            assert not isinstance(self._source, Engine)
             engine = self._source()
             if not is_engine(engine):
                 raise TypeError(f"the engine factory returned {type(engine).__name__}")
+            engine.target  # noqa: B018 - the model loads now, not on the first request
         except BaseException as exc:
-            self.load_error = str(exc) or type(exc).__name__
+            self.load_error = scrub_paths(str(exc)) or type(exc).__name__
             if self.on_load_error is not None:
                 self.on_load_error(exc)  # the CLI reports it and stops the server
             else:
-                log.error("could not load the model: %s", self.load_error)
+                log.error("could not load the model: %s", exc)
             return
         self.load_s = time.perf_counter() - t0
         self.engine = engine
@@ -85,7 +105,11 @@ class Runner:
     def admit(self) -> None:
         """Take a slot (running + waiting < max_queue) or raise a 503 with Retry-After."""
         with self._lock:
-            if self._closed or self.admitted >= self.settings.max_queue:
+            if self._closed:
+                self.counts["rejected"] += 1
+                raise HTTPError(503, "the server is shutting down", "server_error",
+                                code="shutting_down")
+            if self.admitted >= self.settings.max_queue:
                 self.counts["rejected"] += 1
                 raise HTTPError(
                     503, f"the server is busy ({self.admitted} requests running or queued, "
@@ -93,7 +117,7 @@ class Runner:
                     code="server_overloaded", headers={"Retry-After": "1"})
             self.admitted += 1
 
-    def submit(self, job: Callable[[Any], Outcome], cancel: threading.Event,
+    def submit(self, job: Callable[[Engine], Outcome], cancel: threading.Event,
                push: Callable[[str, Any], None]) -> None:
         """Queue `job(engine)` on the worker thread; its outcome or error goes to `push`.
 
@@ -118,6 +142,7 @@ class Runner:
             try:
                 if cancel.is_set():
                     raise Cancelled()
+                assert self.engine is not None, "submit before the model loaded"
                 out = job(self.engine)
                 out.queue_ms = queue_ms
                 key = "cancelled" if out.finish_reason == "cancelled" else "served"
@@ -127,7 +152,7 @@ class Runner:
                 push("done", out)
             except BaseException as exc:
                 with self._lock:
-                    self.counts["cancelled" if isinstance(exc, Cancelled) else "failed"] += 1
+                    self.counts[outcome_kind(exc)] += 1
                 release(True)
                 push("error", exc)
 
@@ -147,6 +172,10 @@ class Runner:
             return
         fut.add_done_callback(dropped)
 
+    def count(self, key: str) -> None:
+        with self._lock:
+            self.counts[key] += 1
+
     def health(self) -> tuple[int, dict[str, Any]]:
         with self._lock:
             load = {"in_flight": self.admitted, "running": self.running,
@@ -159,11 +188,29 @@ class Runner:
             return 503, {"status": "error", "error": self.load_error}
         return 503, {"status": "loading"}
 
+    def drain(self, grace_s: float) -> None:
+        """Shutdown begins: nothing new is admitted, requests still waiting get 503 `cancelled`
+        now, and the running one may finish until `grace_s` is nearly over, when it is
+        cancelled too (its client gets 503 `cancelled`, or a stream an error event)."""
+        with self._lock:
+            self._closed = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        # The cancel lands within one verify step (longer on a loaded machine); the margin
+        # leaves time to answer before the ASGI server's own deadline cancels the tasks.
+        timer = threading.Timer(grace_s - min(2.0, grace_s / 3), self._cancel_all)
+        timer.daemon = True
+        timer.start()
+
+    def _cancel_all(self) -> None:
+        with self._lock:
+            for ev in self._cancels:
+                ev.set()
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            for ev in self._cancels:
-                ev.set()
+        self._cancel_all()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
@@ -235,6 +282,13 @@ class SSEResponse(StreamingResponse):
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
             await super().__call__(scope, receive, send)
+        except asyncio.CancelledError:
+            # The ASGI server's shutdown deadline passed mid-stream: end the stream with the
+            # documented error event, not a traceback (the task is cancelled once).
+            end = {"type": "http.response.body", "body": sse_error(Cancelled()).encode(),
+                   "more_body": False}
+            with contextlib.suppress(Exception):
+                await send(end)
         finally:
             self._exchange.close()
 

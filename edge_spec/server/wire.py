@@ -1,6 +1,7 @@
 """The server's wire format: request models, OpenAI-style errors, usage, SSE framing.
 
-Everything here is pure request/response shaping; `edge_spec.server.app` wires it to the engine.
+Everything here is pure request/response shaping; `edge_spec.server.app` wires it to the engine,
+`edge_spec.server.errors` shapes errors, `edge_spec.server.body` reads bodies.
 fastapi and pydantic come from the extra ``serve``.
 """
 
@@ -11,25 +12,21 @@ import contextlib
 import difflib
 import functools
 import json
-import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from edge_spec.errors import UserError, require
+from edge_spec.errors import require
 
 require("fastapi", "serve")
 require("pydantic", "serve")
 
-from fastapi import Request  # noqa: E402
-from fastapi.responses import JSONResponse  # noqa: E402
-from pydantic import BaseModel, ConfigDict, Field, ValidationError  # noqa: E402
+from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
 
 from edge_spec.apply import MARKER, naive_merge  # noqa: E402
 from edge_spec.config.settings import SamplingSettings, ServerSettings  # noqa: E402
-
-log = logging.getLogger("edge_spec.server.app")
+from edge_spec.server.errors import HTTPError, error_of  # noqa: E402
 
 DEFAULT_MAX_BODY = ServerSettings.max_body_bytes
 FINISH = {"eos": "stop", "stop": "stop", "length": "length", "cancelled": "stop"}
@@ -146,34 +143,6 @@ class ApplyRequest(_Base):
 
 # ---------------------------------------------------------------------------------------------
 # Helpers shared by the endpoints.
-
-
-class HTTPError(Exception):
-    """An OpenAI-style error response, raised from request handling."""
-
-    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.type, self.param, self.code = (
-            status, message, type_, param, code)
-        self.headers = headers
-
-    def response(self) -> JSONResponse:
-        return error_response(self.status, self.message, self.type, self.param, self.code,
-                              self.headers)
-
-
-class Cancelled(Exception):
-    """The request was cancelled (client gone, shutdown) before it finished."""
-
-
-def error_response(status: int, message: str, type_: str = "invalid_request_error",
-                   param: str | None = None, code: str | None = None,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
-    """`{"error": {"message", "type", "param", "code"}}`, as OpenAI's API answers errors."""
-    body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
-    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def text_of(content: str | list[TextPart] | None) -> str:
@@ -383,61 +352,3 @@ def sse_error(exc: BaseException) -> str:
 
 def sse(obj: Any) -> str:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
-
-
-def error_of(exc: BaseException) -> HTTPError:
-    if isinstance(exc, HTTPError):
-        return exc
-    if isinstance(exc, UserError):
-        msg = str(exc)
-        code = "context_length_exceeded" if "does not fit the context" in msg else None
-        return HTTPError(400, msg, code=code)
-    if isinstance(exc, Cancelled):
-        return HTTPError(503, "the request was cancelled", "server_error", code="cancelled")
-    log.error("generation failed", exc_info=exc)
-    return HTTPError(500, f"internal error: {type(exc).__name__}: {exc}", "server_error")
-
-
-async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The request body as a JSON object: 413 past `limit` bytes, 400 for anything not JSON."""
-    too_big = HTTPError(413, f"the request body is over the limit of {limit} bytes",
-                         code="request_too_large")
-    length = request.headers.get("content-length")
-    if length is not None:
-        try:
-            if int(length) > limit:
-                raise too_big
-        except ValueError:
-            raise HTTPError(400, "invalid Content-Length header") from None
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise too_big
-    try:
-        obj = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise HTTPError(400, f"the request body is not valid JSON ({exc})",
-                         code="invalid_json") from None
-    if not isinstance(obj, dict):
-        raise HTTPError(400, "the request body must be a JSON object", code="invalid_json")
-    try:  # JSON may escape lone surrogates ("\ud800"); no tokenizer can encode them
-        json.dumps(obj, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        raise HTTPError(400, "the request contains a lone UTF-16 surrogate (\\ud800-\\udfff), "
-                         "which is not valid Unicode text", code="invalid_unicode") from None
-    return obj
-
-
-def validate_request(model: type[BaseModel], obj: dict[str, Any]) -> Any:
-    try:
-        return model.model_validate(obj)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        param = ".".join(str(p) for p in err["loc"]) or None
-        msg = f"{param}: {err['msg']}" if param else err["msg"]
-        if len(exc.errors()) > 1:
-            msg += f" (and {len(exc.errors()) - 1} more problems)"
-        raise HTTPError(400, msg, param=param, code=err["type"]) from None
-
-
