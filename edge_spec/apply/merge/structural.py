@@ -260,16 +260,16 @@ def assemble(olines: Sequence[str], placements: Sequence[Placement | Edit]) -> l
 def _validate(language: str, tree: Any, ctx: Ctx, placements: Sequence[Placement],
               verdicts: list[HunkVerdict]) -> list[HunkVerdict]:
     """Downgrade exact hunks when the merged file breaks a parse or duplicates a definition;
-    without a grammar, when it holds a block of new lines twice (the line matcher's stand-in
-    for a duplicated definition: tests that repeat setup lines make it too strict otherwise)."""
+    where no definition can be seen (no grammar, or a file of statements or data), when it
+    holds a block of new lines twice: the stand-in for a duplicated definition (with one, tests
+    that repeat setup lines would make it too strict)."""
     if not any(v.status == "exact" for v in verdicts):
         return verdicts
-    if tree is None:
-        twice = _doubled_block(ctx, placements)
-        return verdicts if twice is None else _downgrade(
-            verdicts, f"new lines also stand at original line {twice + 1}: moved code whose old "
-            "copy is kept?")
-    if tree.root_node.has_error:
+    twice = _doubled_block(ctx, placements) if tree is None or not ctx.defs else None
+    if twice is not None:
+        return _downgrade(verdicts, f"new lines also stand at original line {twice + 1}: moved "
+                          "code whose old copy is kept?")
+    if tree is None or tree.root_node.has_error:
         return verdicts  # the original does not parse: the check says nothing
     merged = reparse(language, tree, ctx.index.lines,
                      [(p.start, p.end, p.lines) for p in placements])
