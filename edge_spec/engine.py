@@ -277,7 +277,7 @@ class Engine:
             if on_delta is not None:
                 on_delta(res.text)
             return res
-        if engine in ("auto", "region"):
+        if engine == "auto":  # `region` forces the model to write the windows
             picked = self._choose(original, update, merge, instruction, lang)
             if picked is not None:
                 if on_delta is not None:

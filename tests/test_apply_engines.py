@@ -107,7 +107,7 @@ def test_server_apply_engine_field() -> None:
         guess = short.replace("return 2\n", "return 20\n")
     guessing = Engine(FakeRuntime(follow="```\n" + guess + "```\n", n_ctx=8192), None,
                       EngineConfig().override(kind="reference"))
-    with fastapi_testclient.TestClient(create_app(guessing)) as client:
+    with fastapi_testclient.TestClient(create_app(guessing), base_url="http://localhost") as client:
         r = client.post("/v1/apply", json={"original": short, "update": edit, "engine": "model"})
         d = r.json()
         assert d["merged"] == guess and "merge's own guess" in d["suspect"][0], d
