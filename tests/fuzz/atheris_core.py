@@ -1,5 +1,5 @@
 """Coverage-guided fuzzing (atheris / libFuzzer) of the text stream, the reference drafter and
-the profile loader, for runs longer than CI's hypothesis budget (tests/test_fuzz_core.py).
+the profile loader, for runs longer than CI's hypothesis budget (tests/core/test_fuzz_core.py).
 
     pip install atheris            # or: pip install 'edge-spec[fuzz]'
     python tests/fuzz/atheris_core.py --target=stream    -max_total_time=600 /tmp/core_corpus_stream
@@ -12,7 +12,7 @@ the profile loader, for runs longer than CI's hypothesis budget (tests/test_fuzz
 profiles when empty. The properties are the ones in tests/fuzz/fuzz_core.py: any input that
 raises, or breaks one of them, is a crash written to ./crash-*; replay it with
 `python tests/fuzz/atheris_core.py --target=... ./crash-<hash>` and turn it into an @example in
-tests/test_fuzz_core.py.
+tests/core/test_fuzz_core.py.
 """
 
 from __future__ import annotations

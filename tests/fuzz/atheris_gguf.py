@@ -5,7 +5,7 @@
 
 The corpus folder is seeded with small valid GGUFs when empty; crashes land in ./crash-*.
 Any input that raises something other than UserError, or breaks the header invariants in
-fuzz_gguf.check_bytes, is a crash: turn it into a case in tests/test_validate.py.
+fuzz_gguf.check_bytes, is a crash: turn it into a case in tests/export/test_validate.py.
 """
 
 from __future__ import annotations

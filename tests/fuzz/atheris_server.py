@@ -1,5 +1,5 @@
 """Coverage-guided fuzzing (atheris / libFuzzer) of the server's request parsing, for runs
-longer than CI's hypothesis budget (tests/test_fuzz_server.py).
+longer than CI's hypothesis budget (tests/server/test_fuzz_server.py).
 
     pip install atheris            # or: pip install 'edge-spec[fuzz]'
     python tests/fuzz/atheris_server.py -max_total_time=600 /tmp/server_corpus

@@ -1,6 +1,6 @@
 """Fuzz properties of the core: the UTF-8 text stream, the reference drafter, the profile loader.
 
-Shared by tests/test_fuzz_core.py (hypothesis, bounded for CI) and tests/fuzz/atheris_core.py
+Shared by tests/core/test_fuzz_core.py (hypothesis, bounded for CI) and tests/fuzz/atheris_core.py
 (coverage-guided, for long runs). Each `check_*` function raises AssertionError (or whatever
 escaped the code under test) when a property breaks, and returns quietly otherwise.
 """

@@ -1,6 +1,6 @@
 """GGUF fuzz harness: a tiny stdlib GGUF writer, byte-level mutations and the property to hold.
 
-Shared by tests/test_validate.py, tests/test_fuzz_gguf.py (hypothesis) and
+Shared by tests/export/test_validate.py, tests/export/test_fuzz_gguf.py (hypothesis) and
 tests/fuzz/atheris_gguf.py (coverage-guided, for long runs). Written without gguf-py so the
 bytes, and where each field lies, are fully under the test's control.
 

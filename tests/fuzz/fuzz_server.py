@@ -3,7 +3,7 @@
 The app runs in-process (starlette's TestClient) over an Engine on the fake byte-level runtime,
 so every request that parses also generates. The property: any body gets a well-formed answer
 (200 with a completion object, or 4xx with an OpenAI-style error object), never a 500, never a
-hang. Shared by tests/test_fuzz_server.py (hypothesis) and tests/fuzz/atheris_server.py.
+hang. Shared by tests/server/test_fuzz_server.py (hypothesis) and tests/fuzz/atheris_server.py.
 
 Example: `check_request(make_client(), "/v1/completions", b'{"prompt": "x"}', {})`.
 """

@@ -13,7 +13,7 @@ from edge_spec.apply.merge import structural_merge
 from edge_spec.apply.merge.markers import snippet_markers
 from edge_spec.bench.modes import read_text
 
-DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
+DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
 
 ORIG = """import os
 
@@ -95,7 +95,7 @@ def test_a_whole_function_replaced_by_name_to_its_end() -> None:
 def test_a_method_rewritten_with_a_new_signature_between_markers() -> None:
     # The shipped demo: the snippet gives `set` whole, its signature changed, markers around it;
     # the line above the method is the end of the one before (deeper indentation).
-    ex = Path(__file__).resolve().parents[1] / "examples" / "apply"
+    ex = Path(__file__).resolve().parents[2] / "examples" / "apply"
     orig, snippet, right = ((ex / n).read_text() for n in ("original.py", "update.py",
                                                             "expected.py"))
     merge = structural_merge(orig, snippet, "python", "original.py")

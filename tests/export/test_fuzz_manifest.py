@@ -2,7 +2,7 @@
 
 Property: any manifest text parses to a Manifest or raises a one-line UserError naming the file;
 no other exception, and every accepted file path stays inside the bundle. Longer runs:
-`EDGE_SPEC_FUZZ_EXAMPLES=50000 python -m pytest tests/test_fuzz_manifest.py -q`.
+`EDGE_SPEC_FUZZ_EXAMPLES=50000 python -m pytest tests/export/test_fuzz_manifest.py -q`.
 """
 
 from __future__ import annotations

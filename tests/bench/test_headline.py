@@ -6,7 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "headline.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "headline.py"
 
 
 def test_readme_table_equals_the_results() -> None:

@@ -43,7 +43,7 @@ def test_bench_smollm2_two_tasks(smollm2_path: Path, tmp_path: Path) -> None:
     assert all(r["error"] for r in errs)
     ours = [r for r in records if r["mode"] == "spec-adaptive"]
     # llama.cpp's batched and one-token numerics differ, so a near-tie may flip a token
-    # (tests/test_real_spec.py proves each such case); here only the bookkeeping is checked.
+    # (tests/runtimes/test_real_spec.py proves each such case); here only the bookkeeping is checked.
     assert all(not r["error"] and isinstance(r["match_plain"], bool) for r in ours)
     assert "| spec-adaptive |" in (out / "summary.md").read_text()
     assert (out / "speedup.png").stat().st_size > 1000

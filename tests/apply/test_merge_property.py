@@ -8,7 +8,7 @@ states the edit: lines an edit deletes are never next to a marker (a marker says
 here"), except a modification in place of a line by one with the same key, which is what snippets
 with trimmed context look like.
 
-`python tests/test_merge_property.py [N]` prints the recall (fraction exact) per style.
+`python tests/apply/test_merge_property.py [N]` prints the recall (fraction exact) per style.
 """
 
 from __future__ import annotations

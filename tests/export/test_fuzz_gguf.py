@@ -1,7 +1,7 @@
 """Fuzz check_gguf with hypothesis: a mutated GGUF is accepted or refused with UserError, nothing else.
 
 About 10 s by default. A longer run:
-    EDGE_SPEC_FUZZ_EXAMPLES=200000 python -m pytest tests/test_fuzz_gguf.py -q
+    EDGE_SPEC_FUZZ_EXAMPLES=200000 python -m pytest tests/export/test_fuzz_gguf.py -q
 and for coverage-guided runs see tests/fuzz/atheris_gguf.py.
 """
 

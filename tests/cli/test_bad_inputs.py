@@ -5,7 +5,7 @@ exit code 2, stderr is exactly one line starting with `error: `, no traceback, n
 stdout, nothing (not even a temp file) in the output folder, a time bound and a memory bound
 (peak RSS growth; only reported for rows that load a real model, whose weights are mapped in).
 
-    python -m pytest tests/test_bad_inputs.py -q -s    # -s prints the table of error lines
+    python -m pytest tests/cli/test_bad_inputs.py -q -s    # -s prints the table of error lines
 """
 
 from __future__ import annotations

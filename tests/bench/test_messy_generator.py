@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GENERATOR = ROOT / "benchmarks" / "messy_generate.py"
 TASKS = ROOT / "benchmarks" / "data" / "code_apply_dev_small.jsonl"
 # python, javascript and go; the last two have a variant of every kind

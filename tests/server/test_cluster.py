@@ -313,7 +313,7 @@ def test_replica_killed_during_burst(cl: SimpleNamespace, expected: dict[str, st
 def test_operator_config_file_is_valid_settings() -> None:
     """The documented Serve config builds the settings the app builder will use (no Ray)."""
     yaml = pytest.importorskip("yaml")
-    conf = yaml.safe_load((Path(__file__).parents[1] / "examples" / "cluster" /
+    conf = yaml.safe_load((Path(__file__).parents[2] / "examples" / "cluster" /
                            "serve-config.yaml").read_text())
     (app,) = conf["applications"]
     assert app["import_path"] == "edge_spec.server.cluster:app_builder"

@@ -23,7 +23,7 @@ from edge_spec.drafters.reference import ReferenceDrafter
 from edge_spec.engine import Engine
 from edge_spec.runtimes.fake import FakeRuntime
 
-DEV = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "code_apply_dev_small.jsonl"
+DEV = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "code_apply_dev_small.jsonl"
 
 
 def _keys(lines: list[bytes]) -> list[bytes]:

@@ -53,7 +53,7 @@ def test_run_prompt_json(smollm2_path: Path, draft: str) -> None:
 
 @pytest.mark.real
 def test_run_apply_streams_and_writes_out(smollm2_path: Path, tmp_path: Path) -> None:
-    ex = Path(__file__).resolve().parents[1] / "examples" / "apply"
+    ex = Path(__file__).resolve().parents[2] / "examples" / "apply"
     out = tmp_path / "merged.py"
     args = ["run", "--model", str(smollm2_path), "--original", str(ex / "original.py"),
             "--update", str(ex / "update.py"), "--max-tokens", "40", "--engine", "model"]
@@ -73,7 +73,7 @@ def test_run_apply_streams_and_writes_out(smollm2_path: Path, tmp_path: Path) ->
 def test_the_demo_writes_the_expected_file(qwen_paths: tuple[Path, Path]) -> None:
     # `make demo`'s own arguments, on the demo models: the file is right and nothing calls it
     # suspect (a false alarm here once made the demo exit 3 on a right answer).
-    ex = Path(__file__).resolve().parents[1] / "examples" / "apply"
+    ex = Path(__file__).resolve().parents[2] / "examples" / "apply"
     res = invoke("run", "--engine", "model", "--original", str(ex / "original.py"),
                  "--update", str(ex / "update.py"),
                  "--instruction", (ex / "instruction.txt").read_text().strip())

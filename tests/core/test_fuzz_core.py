@@ -1,7 +1,7 @@
 """Fuzz the core with hypothesis: the UTF-8 text stream, the reference drafter, the profile loader.
 
 A few seconds each by default. Longer runs (every harness takes the same count):
-    EDGE_SPEC_FUZZ_EXAMPLES=100000 python -m pytest tests/test_fuzz_core.py -q
+    EDGE_SPEC_FUZZ_EXAMPLES=100000 python -m pytest tests/core/test_fuzz_core.py -q
 and for coverage-guided runs see tests/fuzz/atheris_core.py. The properties themselves live in
 tests/fuzz/fuzz_core.py, shared with the atheris entry point.
 """
@@ -125,7 +125,7 @@ def test_reference_drafter_copying_a_reference(text: str, data: st.DataObject) -
 # --------------------------------------------------------------------------------------------
 # Profiles (edge_spec/profile.py): only a one-line UserError may escape the loader.
 
-SHIPPED = Path(__file__).resolve().parents[1] / "profiles" / "cpu-2core.toml"
+SHIPPED = Path(__file__).resolve().parents[2] / "profiles" / "cpu-2core.toml"
 
 
 def _base() -> dict:

@@ -33,7 +33,7 @@ from edge_spec.runtimes.ort import OrtRuntime  # noqa: E402
 
 pytestmark = pytest.mark.real
 OPTS = RuntimeOptions(n_ctx=2048, threads=2)
-CODE = (Path(__file__).resolve().parents[1] / "edge_spec" / "core" / "loop.py").read_text()[:1500]
+CODE = (Path(__file__).resolve().parents[2] / "edge_spec" / "core" / "loop.py").read_text()[:1500]
 
 
 @pytest.fixture(scope="session")

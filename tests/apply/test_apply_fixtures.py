@@ -16,7 +16,7 @@ import tomllib
 
 from edge_spec.apply.merge import structural_merge
 
-CASES = Path(__file__).resolve().parent / "fixtures" / "apply"
+CASES = Path(__file__).resolve().parents[1] / "fixtures" / "apply"
 _KEYS = {"why", "path", "lang", "expect", "without_path"}
 
 

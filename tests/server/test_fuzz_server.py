@@ -1,7 +1,7 @@
 """Fuzz the server's request parsing with hypothesis: structured near-valid requests and raw bytes.
 
 A few seconds by default; longer: `EDGE_SPEC_FUZZ_EXAMPLES=20000 python -m pytest
-tests/test_fuzz_server.py -q`, coverage-guided: `python tests/fuzz/atheris_server.py`.
+tests/server/test_fuzz_server.py -q`, coverage-guided: `python tests/fuzz/atheris_server.py`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from edge_spec.config.settings import REQUIRED_POINTS
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "gpu_check.py"
 
 
