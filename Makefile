@@ -44,10 +44,11 @@ test: install
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow"
 
-# ruff, then the architecture: import-linter's layer contract, mypy on the core, no hidden imports
+# ruff (lint and format), then the architecture: import-linter's layer contract, mypy on the core, no hidden imports
 # (tests/test_architecture.py; the test command runs it too).
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_architecture.py
 
 clean:

@@ -44,11 +44,12 @@ _COMMENT = {"python": "#", "ruby": "#", "shell": "#", "bash": "#", "yaml": "#", 
 
 def _far_run(orig: list[str], exp: list[str], rng: random.Random) -> tuple[int, int] | None:
     """A run of 3-8 expected-file lines inside an unchanged block, 3 lines from its edges."""
-    blocks = [(j1 + 3, j2 - 3) for op, _i1, _i2, j1, j2 in
-              SequenceMatcher(None, orig, exp, autojunk=False).get_opcodes()
-              if op == "equal" and j2 - j1 >= 9]
-    runs = [(a, b) for a, b in blocks
-            if any(ln.strip() for ln in exp[a:b])]
+    blocks = [
+        (j1 + 3, j2 - 3)
+        for op, _i1, _i2, j1, j2 in SequenceMatcher(None, orig, exp, autojunk=False).get_opcodes()
+        if op == "equal" and j2 - j1 >= 9
+    ]
+    runs = [(a, b) for a, b in blocks if any(ln.strip() for ln in exp[a:b])]
     if not runs:
         return None
     a, b = rng.choice(runs)
@@ -90,16 +91,20 @@ def wrong_answers(task: dict[str, Any], merged: str, rng: random.Random) -> dict
     eaten = _eaten(exp, task["update"].split("\n"), orig, rng)
     if eaten is not None:
         out["eaten"] = eaten
-    new = [j for op, _i1, _i2, j1, j2 in SequenceMatcher(None, orig, exp, autojunk=False)
-           .get_opcodes() if op != "equal" for j in range(j1, j2) if exp[j].strip()]
+    new = [
+        j
+        for op, _i1, _i2, j1, j2 in SequenceMatcher(None, orig, exp, autojunk=False).get_opcodes()
+        if op != "equal"
+        for j in range(j1, j2)
+        if exp[j].strip()
+    ]
     if new:
         k = rng.choice(new)
-        out["left-out"] = "\n".join(exp[:k] + exp[k + 1:])
+        out["left-out"] = "\n".join(exp[:k] + exp[k + 1 :])
     return {k: v for k, v in out.items() if v != task["expected"]}
 
 
-def _eaten(exp: list[str], snippet: list[str], orig: list[str],
-           rng: random.Random) -> str | None:
+def _eaten(exp: list[str], snippet: list[str], orig: list[str], rng: random.Random) -> str | None:
     """The expected file with 3-12 lines dropped just past the snippet's context of an edit."""
     shown = {ln.strip() for ln in snippet if ln.strip()}
     cuts = []
@@ -127,8 +132,9 @@ def evaluate(tasks: list[dict[str, Any]], seed: int) -> tuple[dict[str, list[int
     rows = []
     for task in tasks:
         rng = random.Random(f"{seed}:{task.get('id', '')}:{task.get('kind', '')}")
-        merge = structural_merge(task["original"], task["update"], task.get("language") or "",
-                                 task.get("path"))
+        merge = structural_merge(
+            task["original"], task["update"], task.get("language") or "", task.get("path")
+        )
         answers = {"right": task["expected"], **wrong_answers(task, merge.text, rng)}
         for kind, answer in answers.items():
             found = answer_problems(task["original"], task["update"], answer, merge)
@@ -137,8 +143,16 @@ def evaluate(tasks: list[dict[str, Any]], seed: int) -> tuple[dict[str, list[int
             if not merge.exact:
                 counts[kind][2] += bool(found)
                 counts[kind][3] += 1
-            rows.append({"id": task.get("id", ""), "variant": task.get("kind", ""),
-                         "kind": kind, "merge_exact": merge.exact, "flagged": bool(found), "findings": found[:2]})
+            rows.append(
+                {
+                    "id": task.get("id", ""),
+                    "variant": task.get("kind", ""),
+                    "kind": kind,
+                    "merge_exact": merge.exact,
+                    "flagged": bool(found),
+                    "findings": found[:2],
+                }
+            )
     return dict(counts), rows
 
 
@@ -147,21 +161,37 @@ def main() -> int:
     ap.add_argument("tasks", nargs="+", type=Path)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--show", default="", help="print the tasks of this kind the check gets "
-                    "wrong (right: flagged; other kinds: not flagged)")
+    ap.add_argument(
+        "--show",
+        default="",
+        help="print the tasks of this kind the check gets "
+        "wrong (right: flagged; other kinds: not flagged)",
+    )
     args = ap.parse_args()
-    tasks = [json.loads(line) for p in args.tasks for line in read_text(p).splitlines()
-             if line.strip()]
+    tasks = [
+        json.loads(line) for p in args.tasks for line in read_text(p).splitlines() if line.strip()
+    ]
     counts, rows = evaluate(tasks, args.seed)
     if args.json:
         json.dump({"counts": counts, "rows": rows}, sys.stdout, indent=1)
         return 0
-    print(f"{len(tasks)} tasks; answers the check flags suspect, of each kind (all tasks, and "
-          "the tasks the merge is unsure of, where a model writes the answer under auto):")
+    print(
+        f"{len(tasks)} tasks; answers the check flags suspect, of each kind (all tasks, and "
+        "the tasks the merge is unsure of, where a model writes the answer under auto):"
+    )
     print("| answer | flagged / all | share | flagged / unsure | share |")
     print("|---|---:|---:|---:|---:|")
-    for kind in ("right", "merge-wrong", "dropped", "lazy", "changed", "stale", "kept-old",
-                 "eaten", "left-out"):
+    for kind in (
+        "right",
+        "merge-wrong",
+        "dropped",
+        "lazy",
+        "changed",
+        "stale",
+        "kept-old",
+        "eaten",
+        "left-out",
+    ):
         f, n, fu, nu = counts.get(kind, [0, 0, 0, 0])
         print(f"| {kind} | {f} / {n} | {f / max(n, 1):.1%} | {fu} / {nu} | {fu / max(nu, 1):.1%} |")
     for r in rows:

@@ -38,33 +38,61 @@ def main() -> int:
     ap.add_argument("--cli", type=int, default=0, help="time this many tasks through the CLI")
     args = ap.parse_args()
     tasks = [json.loads(x) for x in read_text(args.tasks).splitlines() if x.strip()]
-    sure = [t for t in tasks if structural_merge(t["original"], t["update"],
-                                                 t.get("language") or "", t.get("path")).exact]
+    sure = [
+        t
+        for t in tasks
+        if structural_merge(
+            t["original"], t["update"], t.get("language") or "", t.get("path")
+        ).exact
+    ]
     engine, ms, right = Engine(), [], 0
     for t in sure:
         start = time.perf_counter()
-        got = engine.apply(t["original"], t["update"], lang=t.get("language") or "",
-                           path=t.get("path"), engine="auto")
+        got = engine.apply(
+            t["original"],
+            t["update"],
+            lang=t.get("language") or "",
+            path=t.get("path"),
+            engine="auto",
+        )
         ms.append((time.perf_counter() - start) * 1000)
         right += got.text == t["expected"]
-    print(f"Engine.apply(engine='auto') on {len(sure)} of {len(tasks)} tasks the merge is sure "
-          f"of: median {statistics.median(ms):.1f} ms, max {max(ms):.1f} ms; "
-          f"{right}/{len(sure)} equal the expected file")
+    print(
+        f"Engine.apply(engine='auto') on {len(sure)} of {len(tasks)} tasks the merge is sure "
+        f"of: median {statistics.median(ms):.1f} ms, max {max(ms):.1f} ms; "
+        f"{right}/{len(sure)} equal the expected file"
+    )
     if args.cli:
         exe = str(Path(sys.executable).with_name("edge-spec"))
         run_s, version_s = [], []
         with tempfile.TemporaryDirectory() as tmp:
-            for t in sure[:args.cli]:
+            for t in sure[: args.cli]:
                 suffix = Path(t.get("path") or "x.txt").suffix  # (the language, as an IDE gives it)
                 orig, upd = Path(tmp, "original" + suffix), Path(tmp, "update" + suffix)
                 orig.write_text(t["original"])
                 upd.write_text(t["update"])
                 version_s.append(_timed([exe, "--version"]))
-                run_s.append(_timed([exe, "run", "--original", str(orig), "--update", str(upd),
-                                     "--engine", "auto", "--out", str(Path(tmp, "out"))]))
-        print(f"CLI on {len(run_s)} tasks: `edge-spec run --engine auto` median "
-              f"{statistics.median(run_s):.3f} s, `edge-spec --version` median "
-              f"{statistics.median(version_s):.3f} s")
+                run_s.append(
+                    _timed(
+                        [
+                            exe,
+                            "run",
+                            "--original",
+                            str(orig),
+                            "--update",
+                            str(upd),
+                            "--engine",
+                            "auto",
+                            "--out",
+                            str(Path(tmp, "out")),
+                        ]
+                    )
+                )
+        print(
+            f"CLI on {len(run_s)} tasks: `edge-spec run --engine auto` median "
+            f"{statistics.median(run_s):.3f} s, `edge-spec --version` median "
+            f"{statistics.median(version_s):.3f} s"
+        )
     return 0
 
 

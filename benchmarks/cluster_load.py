@@ -42,8 +42,16 @@ TASKS = ROOT / "benchmarks" / "data" / "code_apply_dev_small.jsonl"
 MODEL = "smollm2-135m-instruct-q4_1"
 # Every dev-small prompt fits (the largest is ~2,500 tokens), so no request fails on length.
 N_CTX = "4096"
-INSTRUCTIONS = ("", "Apply the edit.", "Merge the snippet into the file.", "Update the code.",
-                "Apply this change.", "Integrate the edit.", "Make this change.", "Edit the file.")
+INSTRUCTIONS = (
+    "",
+    "Apply the edit.",
+    "Merge the snippet into the file.",
+    "Update the code.",
+    "Apply this change.",
+    "Integrate the edit.",
+    "Make this change.",
+    "Edit the file.",
+)
 
 
 def free_port() -> int:
@@ -52,14 +60,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def workload(n_tasks: int, repeats: int, vary: str, seed: int = 0,
-             max_tokens: int = 128) -> list[dict]:
+def workload(
+    n_tasks: int, repeats: int, vary: str, seed: int = 0, max_tokens: int = 128
+) -> list[dict]:
     tasks = [json.loads(x) for x in read_text(TASKS).splitlines() if x.strip()][:n_tasks]
     reqs = []
     for t in tasks:
         for i in range(repeats):
-            body = {"original": t["original"], "update": t["update"], "max_tokens": max_tokens,
-                    "engine": "model"}  # the structural merge or a region would skip most of it
+            body = {
+                "original": t["original"],
+                "update": t["update"],
+                "max_tokens": max_tokens,
+                "engine": "model",
+            }  # the structural merge or a region would skip most of it
             if vary == "instruction":  # the prompt has it after the file's prefix
                 body["instruction"] = INSTRUCTIONS[i % len(INSTRUCTIONS)]
             else:  # the same file re-sent with the snippet varied (after the file in the prompt)
@@ -100,22 +113,49 @@ def drive(base: str, reqs: list[dict], clients: int) -> dict:
     cached = sum(u["usage"]["prompt_tokens_details"]["cached_tokens"] for u in ok)
     # Engine time summed over requests: over wall, how busy the engines were (1 = one engine
     # never idle); on a shared machine a steadier overhead measure than latency alone.
-    engine = sum(u["usage"]["timings"]["prefill_ms"] + u["usage"]["timings"]["decode_ms"]
-                 for u in ok) / 1e3
-    return {"requests": len(out), "ok": len(ok), "wall_s": round(wall, 2),
-            "engine_s": round(engine, 2), "engine_busy": round(engine / wall, 3),
-            "req_s": round(len(out) / wall, 3), "p50_s": round(statistics.median(lat), 3),
-            "p95_s": round(lat[int(0.95 * (len(lat) - 1))], 3), "prompt_tokens": prompt,
-            "cached_tokens": cached, "prefill_tokens": prompt - cached}
+    engine = (
+        sum(u["usage"]["timings"]["prefill_ms"] + u["usage"]["timings"]["decode_ms"] for u in ok)
+        / 1e3
+    )
+    return {
+        "requests": len(out),
+        "ok": len(ok),
+        "wall_s": round(wall, 2),
+        "engine_s": round(engine, 2),
+        "engine_busy": round(engine / wall, 3),
+        "req_s": round(len(out) / wall, 3),
+        "p50_s": round(statistics.median(lat), 3),
+        "p95_s": round(lat[int(0.95 * (len(lat) - 1))], 3),
+        "prompt_tokens": prompt,
+        "cached_tokens": cached,
+        "prefill_tokens": prompt - cached,
+    }
 
 
 @contextlib.contextmanager
 def single_server(model: str, threads: int = 1) -> Iterator[str]:
     """The single-process `edge-spec serve` in a subprocess; yields its base URL."""
     port = free_port()
-    cmd = [sys.executable, "-m", "edge_spec", "serve", "--model", model, "--draft", "reference",
-           "--n-ctx", N_CTX, "--threads", str(threads), "--port", str(port), "--max-queue",
-           "128", "--log-level", "warning"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "edge_spec",
+        "serve",
+        "--model",
+        model,
+        "--draft",
+        "reference",
+        "--n-ctx",
+        N_CTX,
+        "--threads",
+        str(threads),
+        "--port",
+        str(port),
+        "--max-queue",
+        "128",
+        "--log-level",
+        "warning",
+    ]
     proc = subprocess.Popen(cmd, cwd=ROOT)
     try:
         base = f"http://127.0.0.1:{port}"
@@ -127,20 +167,39 @@ def single_server(model: str, threads: int = 1) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def ray_server(model: str, replicas: int, affinity: str = "prefix",
-               backlog: int = REPLICA_BACKLOG, **cluster_kw: Any) -> Iterator[str]:
+def ray_server(
+    model: str,
+    replicas: int,
+    affinity: str = "prefix",
+    backlog: int = REPLICA_BACKLOG,
+    **cluster_kw: Any,
+) -> Iterator[str]:
     """A local Ray instance (`replicas` CPUs) serving the cluster app; yields its base URL."""
     port = free_port()
-    ray.init(num_cpus=replicas, include_dashboard=False, log_to_driver=False,
-             object_store_memory=100 * 1024 * 1024, _node_ip_address="127.0.0.1")
+    ray.init(
+        num_cpus=replicas,
+        include_dashboard=False,
+        log_to_driver=False,
+        object_store_memory=100 * 1024 * 1024,
+        _node_ip_address="127.0.0.1",
+    )
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        kw = {"replicas": replicas, "threads": 1, "num_cpus": 1, "affinity": affinity,
-              "max_queued_requests": 128, **cluster_kw}
+        kw = {
+            "replicas": replicas,
+            "threads": 1,
+            "num_cpus": 1,
+            "affinity": affinity,
+            "max_queued_requests": 128,
+            **cluster_kw,
+        }
         cluster = ClusterSettings(**kw)
         opts = {"model": model, "draft": "reference", "n_ctx": int(N_CTX)}
-        serve.run(build_app(opts, cluster, ServerSettings(), backlog), name=cluster.app_name,
-                  route_prefix="/")
+        serve.run(
+            build_app(opts, cluster, ServerSettings(), backlog),
+            name=cluster.app_name,
+            route_prefix="/",
+        )
         base = f"http://127.0.0.1:{port}"
         wait_ok(base)
         yield base
@@ -172,9 +231,17 @@ def main() -> None:
     a = ap.parse_args()
     model = str(resolve(MODEL, progress=False))
     reqs = workload(a.tasks, a.repeats, a.vary, max_tokens=a.max_tokens)
-    results = {"workload": {"tasks": a.tasks, "repeats": a.repeats, "clients": a.clients,
-                            "vary": a.vary, "max_tokens": a.max_tokens, "engine": "model",
-                            "cpus": os.cpu_count()}}
+    results = {
+        "workload": {
+            "tasks": a.tasks,
+            "repeats": a.repeats,
+            "clients": a.clients,
+            "vary": a.vary,
+            "max_tokens": a.max_tokens,
+            "engine": "model",
+            "cpus": os.cpu_count(),
+        }
+    }
     for i, name in enumerate(a.configs.split(",")):
         res = run_config(name, model, reqs, a.clients)
         # A config may repeat (A,B,A,B: interleaved runs on a shared machine).

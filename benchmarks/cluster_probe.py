@@ -49,10 +49,13 @@ def timed(c: httpx.Client, base: str, body: dict | None) -> tuple[float, float, 
 
 def summary(rows: list[tuple[float, float, float]]) -> dict[str, float]:
     med = statistics.median
-    return {"n": len(rows), "latency_ms": round(med(r[0] for r in rows), 1),
-            "engine_ms": round(med(r[1] for r in rows), 1),
-            "overhead_ms": round(med(r[0] - r[1] for r in rows), 1),
-            "overhead_min_ms": round(min(r[0] - r[1] for r in rows), 1)}
+    return {
+        "n": len(rows),
+        "latency_ms": round(med(r[0] for r in rows), 1),
+        "engine_ms": round(med(r[1] for r in rows), 1),
+        "overhead_ms": round(med(r[0] - r[1] for r in rows), 1),
+        "overhead_min_ms": round(min(r[0] - r[1] for r in rows), 1),
+    }
 
 
 def hop(bases: dict[str, str], reqs: list[dict], rounds: int) -> dict[str, Any]:
@@ -74,8 +77,19 @@ def group(p: psutil.Process) -> str:
         cmd = " ".join(p.cmdline())
     except psutil.Error:
         return "?"
-    for key in (":EngineReplica", ":Ingress", "ProxyActor", "ServeController", "raylet", "gcs_server",
-                "edge_spec serve", "probe.py", "dashboard", "log_monitor", "ray::"):
+    for key in (
+        ":EngineReplica",
+        ":Ingress",
+        "ProxyActor",
+        "ServeController",
+        "raylet",
+        "gcs_server",
+        "edge_spec serve",
+        "probe.py",
+        "dashboard",
+        "log_monitor",
+        "ray::",
+    ):
         if key in cmd:
             return key
     return "other"
@@ -112,10 +126,14 @@ def busy(base: str, reqs: list[dict], clients: int) -> dict[str, Any]:
         rows = list(pool.map(one, reqs))
     wall = time.perf_counter() - t0
     eng = sum(r[1] for r in rows) / 1e3
-    return {"wall_s": round(wall, 2), "engine_s": round(eng, 2),
-            "busy_fraction": round(eng / wall, 3), "idle_s": round(wall - eng, 2),
-            "p50_s": round(statistics.median(r[0] for r in rows) / 1e3, 2),
-            "cpu_s": cpu_delta(snap, cpu_snapshot())}
+    return {
+        "wall_s": round(wall, 2),
+        "engine_s": round(eng, 2),
+        "busy_fraction": round(eng / wall, 3),
+        "idle_s": round(wall - eng, 2),
+        "p50_s": round(statistics.median(r[0] for r in rows) / 1e3, 2),
+        "cpu_s": cpu_delta(snap, cpu_snapshot()),
+    }
 
 
 def main() -> None:
@@ -130,20 +148,27 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
     model = str(resolve(MODEL, progress=False))
-    small = [{**r, "max_tokens": a.max_tokens} for r in workload(8, 1, "instruction")
-             if len(r["original"]) < 4000]
+    small = [
+        {**r, "max_tokens": a.max_tokens}
+        for r in workload(8, 1, "instruction")
+        if len(r["original"]) < 4000
+    ]
     result: dict[str, Any] = {"args": vars(a) | {"out": str(a.out)}}
     phases = a.phases.split(",")
     for ray_cfg in a.ray_configs.split(","):
         with ExitStack() as stack:
-            bases = {"single": stack.enter_context(single_server(model)),
-                     ray_cfg: stack.enter_context(ray_server(model, 1, **cfg_kw(ray_cfg)))}
+            bases = {
+                "single": stack.enter_context(single_server(model)),
+                ray_cfg: stack.enter_context(ray_server(model, 1, **cfg_kw(ray_cfg))),
+            }
             if "hop" in phases:
                 result[f"hop:{ray_cfg}"] = hop(bases, small, a.rounds)
                 print(json.dumps(result[f"hop:{ray_cfg}"], indent=1), flush=True)
             if "busy" in phases:
-                reqs = [{**r, "max_tokens": a.busy_max_tokens}
-                        for r in (small * a.busy_requests)[:a.busy_requests]]
+                reqs = [
+                    {**r, "max_tokens": a.busy_max_tokens}
+                    for r in (small * a.busy_requests)[: a.busy_requests]
+                ]
                 for name, base in bases.items():
                     result[f"busy:{ray_cfg}:{name}"] = res = busy(base, reqs, a.clients)
                     print(name, json.dumps(res), flush=True)

@@ -60,9 +60,13 @@ def rates(steps: Sequence[tuple[str, int, int]]) -> dict[str, dict[str, float]]:
     out = {}
     for feature, (n, rej, first, judged) in sorted(acc.items()):
         later = judged - n  # positions past each draft's first token
-        out[feature] = {"drafts": n, "rejected": rej, "rejected_first": first,
-                        "first_rate": round(first / n, 3),
-                        "later_hazard": round((rej - first) / later, 5) if later else None}
+        out[feature] = {
+            "drafts": n,
+            "rejected": rej,
+            "rejected_first": first,
+            "first_rate": round(first / n, 3),
+            "later_hazard": round((rej - first) / later, 5) if later else None,
+        }
     return out
 
 
@@ -73,25 +77,37 @@ def main(argv: list[str] | None = None) -> int:
     steps: list[tuple[str, int, int]] = []
     for case in cases:
         t = case.task
-        plan = plan_apply(tok, t["original"], t["update"], t.get("instruction"),
-                          lang=t.get("language", ""))
+        plan = plan_apply(
+            tok, t["original"], t["update"], t.get("instruction"), lang=t.get("language", "")
+        )
         clock = VirtualClock()
         rt = ReplayRuntime(tok, plan.tokens, case.output_ids, cost, clock)
         rec = Recorder()
         gen = GenConfig(len(case.output_ids) + 1, (), SamplingSettings())
-        generate(rt, plan.tokens, [ReferenceDrafter(rt, ReferenceSettings())], rec, gen,
-                 plan.references, clock=clock)
+        generate(
+            rt,
+            plan.tokens,
+            [ReferenceDrafter(rt, ReferenceSettings())],
+            rec,
+            gen,
+            plan.references,
+            clock=clock,
+        )
         steps += rec.steps
     table = rates(steps)
     if a.json:
         print(json.dumps(table))
         return 0
-    print(f"{'feature':12} {'drafts':>7} {'rejected':>9} {'at 1st':>7} {'1st rate':>9} "
-          f"{'later hazard':>13}")
+    print(
+        f"{'feature':12} {'drafts':>7} {'rejected':>9} {'at 1st':>7} {'1st rate':>9} "
+        f"{'later hazard':>13}"
+    )
     for feature, r in table.items():
         later = "-" if r["later_hazard"] is None else f"{r['later_hazard']:.5f}"
-        print(f"{feature:12} {r['drafts']:7d} {r['rejected']:9d} {r['rejected_first']:7d} "
-              f"{r['first_rate']:9.3f} {later:>13}")
+        print(
+            f"{feature:12} {r['drafts']:7d} {r['rejected']:9d} {r['rejected_first']:7d} "
+            f"{r['first_rate']:9.3f} {later:>13}"
+        )
     return 0
 
 

@@ -54,9 +54,17 @@ from edge_spec.runtimes.hf_exact import make_batch_invariant
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 CONFIG = HERE / "data" / "qwen2.5-coder-1.5b-config.json"
-TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
-        "max_position_embeddings": 4096, "bos_token_id": 998, "eos_token_id": 999}
+TINY = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "max_position_embeddings": 4096,
+    "bos_token_id": 998,
+    "eos_token_id": 999,
+}
 FULL_GRID = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256)
 SMOKE_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 FIXED_KS = (16, 32, 64, 128)
@@ -66,6 +74,7 @@ _CHAR0 = 0x10000
 
 
 # ---- the model and the runtime ---------------------------------------------------------------
+
 
 def build_model(args: argparse.Namespace) -> tuple[Any, str]:
     """(random Qwen2 model on the device, dtype name) from the shipped config (or --tiny)."""
@@ -159,7 +168,10 @@ class RandomTorchRuntime(TorchRuntime):
         with torch.inference_mode():
             res = self.model(input_ids=ids, logits_to_keep=keep, **kw)
             best = res.logits[0].argmax(dim=-1)
-        if self._cache_kw == "past_key_values" and getattr(res, "past_key_values", None) is not None:
+        if (
+            self._cache_kw == "past_key_values"
+            and getattr(res, "past_key_values", None) is not None
+        ):
             self._cache = res.past_key_values
         self._tokens.extend(chunk)
         return DeviceIds(best.cpu().numpy())  # .cpu() waits for the device: k ids only
@@ -197,6 +209,7 @@ def timed(rt: RandomTorchRuntime, fn: Callable[[], Any]) -> tuple[float, Any]:
 
 # ---- 2. the verify-cost curve ----------------------------------------------------------------
 
+
 def measure_prefill(rt: RandomTorchRuntime, prefix: list[int]) -> float:
     """ms per token of evaluating `prefix` from an empty cache (no logits), after a warm-up."""
     rt.truncate(0)
@@ -206,8 +219,13 @@ def measure_prefill(rt: RandomTorchRuntime, prefix: list[int]) -> float:
     return ms / len(prefix)
 
 
-def measure_curve(rt: RandomTorchRuntime, prefix: list[int], grid: Sequence[int],
-                  repeats: int, rng: np.random.Generator) -> dict[str, dict[int, float]]:
+def measure_curve(
+    rt: RandomTorchRuntime,
+    prefix: list[int],
+    grid: Sequence[int],
+    repeats: int,
+    rng: np.random.Generator,
+) -> dict[str, dict[int, float]]:
     """Median ms of one k-token verify after `prefix`: device argmax, host copy + numpy argmax.
 
     `host_argmax` is the numpy argmax alone (part of `host`).
@@ -257,6 +275,7 @@ def batch_noise(rt: RandomTorchRuntime, tokens: list[int], window: int = 16) -> 
 
 # ---- 3. the real loop end to end -------------------------------------------------------------
 
+
 @dataclass
 class RunResult:
     scenario: str
@@ -272,31 +291,47 @@ class RunResult:
         return len(self.tokens) / (self.decode_ms / 1e3) if self.decode_ms else 0.0
 
     def row(self) -> dict[str, Any]:
-        return {"scenario": self.scenario, "verify": self.verify, "mode": self.mode,
-                "tokens": len(self.tokens), "decode_ms": round(self.decode_ms, 2),
-                "tok_s": round(self.tok_s, 1), "target_forwards": self.forwards,
-                "tokens_per_forward": round(len(self.tokens) / max(self.forwards, 1), 2),
-                "verdict": self.verdict}
+        return {
+            "scenario": self.scenario,
+            "verify": self.verify,
+            "mode": self.mode,
+            "tokens": len(self.tokens),
+            "decode_ms": round(self.decode_ms, 2),
+            "tok_s": round(self.tok_s, 1),
+            "target_forwards": self.forwards,
+            "tokens_per_forward": round(len(self.tokens) / max(self.forwards, 1), 2),
+            "verdict": self.verdict,
+        }
 
 
-def run_mode(rt: RandomTorchRuntime, prompt: list[int], mode: str, n_new: int,
-             verify_ms: dict[int, float], refs: Sequence[Reference]) -> GenResult:
+def run_mode(
+    rt: RandomTorchRuntime,
+    prompt: list[int],
+    mode: str,
+    n_new: int,
+    verify_ms: dict[int, float],
+    refs: Sequence[Reference],
+) -> GenResult:
     """One generation with the real loop; the controller starts from the measured curve."""
     rt.truncate(0)  # a fresh request each time, so every mode pays the same prefill
     ctl = Controller(ControllerSettings(k_max=max(verify_ms) - 1, verify_ms=verify_ms))
     fixed = int(mode.removeprefix("fixed-")) if mode.startswith("fixed-") else None
     drafters = [] if mode == "plain" else [ReferenceDrafter(rt)]
-    return generate(rt, prompt, drafters, ctl, GenConfig(max_tokens=n_new, fixed_k=fixed),
-                    references=refs)
+    return generate(
+        rt, prompt, drafters, ctl, GenConfig(max_tokens=n_new, fixed_k=fixed), references=refs
+    )
 
 
-def judge(plain: list[int], spec: list[int], gap_at: Callable[[int, int, int], float],
-          noise: float) -> str:
+def judge(
+    plain: list[int], spec: list[int], gap_at: Callable[[int, int, int], float], noise: float
+) -> str:
     """identical, near-tie (first divergence within the batch noise), or FAIL."""
     if spec == plain:
         return "identical"
-    i = next((j for j, (a, b) in enumerate(zip(plain, spec, strict=False)) if a != b),
-             min(len(plain), len(spec)))
+    i = next(
+        (j for j, (a, b) in enumerate(zip(plain, spec, strict=False)) if a != b),
+        min(len(plain), len(spec)),
+    )
     if i >= min(len(plain), len(spec)):
         return f"FAIL: lengths {len(plain)} vs {len(spec)}"
     gap = gap_at(i, plain[i], spec[i])
@@ -304,9 +339,11 @@ def judge(plain: list[int], spec: list[int], gap_at: Callable[[int, int, int], f
     return verdict if gap <= noise else f"FAIL: diverged at {i} (gap {gap:.4f} > {noise:.4f})"
 
 
-def check(rt: RandomTorchRuntime, prompt: list[int], plain: list[int], spec: list[int],
-          noise: float) -> str:
+def check(
+    rt: RandomTorchRuntime, prompt: list[int], plain: list[int], spec: list[int], noise: float
+) -> str:
     """judge() with the top-2 gap recomputed from full logits (host path, one batched forward)."""
+
     def gap_at(i: int, a: int, b: int) -> float:
         rt.truncate(0)
         row = np.asarray(rt.eval(prompt + plain[:i]), dtype=np.float32)[0]
@@ -320,8 +357,13 @@ def check(rt: RandomTorchRuntime, prompt: list[int], plain: list[int], spec: lis
         rt.device_argmax = saved
 
 
-def end_to_end(rt: RandomTorchRuntime, args: argparse.Namespace, verify_ms: dict[int, float],
-               noise: float, rng: np.random.Generator) -> list[RunResult]:
+def end_to_end(
+    rt: RandomTorchRuntime,
+    args: argparse.Namespace,
+    verify_ms: dict[int, float],
+    noise: float,
+    rng: np.random.Generator,
+) -> list[RunResult]:
     """Plain, adaptive and fixed-64 generations in two scenarios, with device and host verify.
 
     oracle: the reference is the plain greedy output itself (the ceiling of a perfect draft);
@@ -329,27 +371,46 @@ def end_to_end(rt: RandomTorchRuntime, args: argparse.Namespace, verify_ms: dict
     """
     n_new, plen = args.new_tokens, args.prompt_tokens
     block = [int(t) for t in rng.integers(0, rt.n_vocab, 64)]
-    prompts = {"oracle": [int(t) for t in rng.integers(0, rt.n_vocab, plen)],
-               "repeat": (block * (plen // 64 + 1))[:plen]}
+    prompts = {
+        "oracle": [int(t) for t in rng.integers(0, rt.n_vocab, plen)],
+        "repeat": (block * (plen // 64 + 1))[:plen],
+    }
     results: list[RunResult] = []
     for scenario, prompt in prompts.items():
         for verify in ("device", "host"):
             rt.device_argmax = verify == "device"
             base = run_mode(rt, prompt, "plain", n_new, verify_ms, ())
-            plain = RunResult(scenario, verify, "plain", base.tokens, base.stats.decode_ms,
-                              base.stats.target_forwards, "reference")
+            plain = RunResult(
+                scenario,
+                verify,
+                "plain",
+                base.tokens,
+                base.stats.decode_ms,
+                base.stats.target_forwards,
+                "reference",
+            )
             results.append(plain)
             refs = [Reference(rt.detokenize(base.tokens))] if scenario == "oracle" else []
             for mode in ("adaptive", f"fixed-{args.fixed_k}"):
                 res = run_mode(rt, prompt, mode, n_new, verify_ms, refs)
                 verdict = check(rt, prompt, base.tokens, res.tokens, noise)
-                results.append(RunResult(scenario, verify, mode, res.tokens, res.stats.decode_ms,
-                                         res.stats.target_forwards, verdict))
+                results.append(
+                    RunResult(
+                        scenario,
+                        verify,
+                        mode,
+                        res.tokens,
+                        res.stats.decode_ms,
+                        res.stats.target_forwards,
+                        verdict,
+                    )
+                )
     rt.device_argmax = False
     return results
 
 
 # ---- 4. replay of recorded CPU traces --------------------------------------------------------
+
 
 def runs_from_steps(ks: Sequence[int], accepted: Sequence[int]) -> list[int]:
     """Accepted runs from recorded steps: a fully accepted step continues the run into the next.
@@ -452,16 +513,19 @@ def oracle_price(runs: Sequence[int], curve: dict[int, float], k_max: int) -> fl
     return float(sum(best[r + 1] for r in runs))
 
 
-def replay(traces: dict[str, tuple[list[int], str]], curve: dict[int, float],
-           k_max: int) -> list[dict[str, Any]]:
+def replay(
+    traces: dict[str, tuple[list[int], str]], curve: dict[int, float], k_max: int
+) -> list[dict[str, Any]]:
     """Projected tokens/s per task: plain, each fixed K and the oracle on this curve."""
     rows = []
     for tid, (runs, how) in sorted(traces.items()):
         row: dict[str, Any] = {"task": tid, "trace": how}
         tokens = sum(r + 1 for r in runs)
-        prices = {"plain": fixed_price(runs, curve, 0),
-                  **{f"fixed-{k}": fixed_price(runs, curve, k) for k in FIXED_KS},
-                  "oracle": oracle_price(runs, curve, k_max)}
+        prices = {
+            "plain": fixed_price(runs, curve, 0),
+            **{f"fixed-{k}": fixed_price(runs, curve, k) for k in FIXED_KS},
+            "oracle": oracle_price(runs, curve, k_max),
+        }
         for name, ms in prices.items():
             row[name] = round(tokens / (ms / 1e3), 1) if ms else 0.0
         row["tokens"] = tokens
@@ -470,6 +534,7 @@ def replay(traces: dict[str, tuple[list[int], str]], curve: dict[int, float],
 
 
 # ---- 5. the profile --------------------------------------------------------------------------
+
 
 def device_name(device: str) -> str:
     import torch
@@ -483,30 +548,55 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def make_profile(name: str, machine: str, curve: dict[int, float], prefill_ms: float,
-                 args: argparse.Namespace, dtype: str, layers: int) -> Profile:
+def make_profile(
+    name: str,
+    machine: str,
+    curve: dict[int, float],
+    prefill_ms: float,
+    args: argparse.Namespace,
+    dtype: str,
+    layers: int,
+) -> Profile:
     """A measured profile for the torch runtime on this device, from the device-argmax curve."""
     missing = [n for n in REQUIRED_POINTS if n not in curve]
     assert not missing, f"curve lacks required points {missing}"
-    method = (f"benchmarks/gpu_check.py: random-weight Qwen2 with the demo target's config "
-              f"({layers} layers, {dtype}, {'tiny test config, ' if args.tiny else ''}"
-              f"torch {'SDPA' if args.device == 'cuda' else 'eager'}), median of "
-              f"{args.repeats} verifies of n tokens after a {args.prefix}-token prefix, logits "
-              f"for the n rows only, argmax on the device. drafter_ratio not measured (the "
-              f"0.5B drafter is not built here): the rtx4090 roofline estimate.")
-    costs = CostsSection(verify_ms={n: round(ms, 4) for n, ms in sorted(curve.items())},
-                         drafter_ratio=0.735, prefill_ms_per_token=max(prefill_ms, 1e-4),
-                         source="measured", machine=machine, date=dt.date.today().isoformat(),
-                         method=method, target="qwen2.5-coder-1.5b-instruct (random weights)")
-    runtime = RuntimeSettings(backend="torch", n_gpu_layers=-1 if args.device == "cuda" else 0,
-                              dtype=dtype, n_ctx=16384, n_batch=512)
-    return Profile(name=name, costs=costs, runtime=runtime,
-                   description=f"{machine}, torch runtime {dtype}, measured by gpu_check.py",
-                   drafter=DrafterSettings(kind="hybrid"),
-                   controller=ControllerSettings(k_max=min(max(curve) - 1, 255)))
+    method = (
+        f"benchmarks/gpu_check.py: random-weight Qwen2 with the demo target's config "
+        f"({layers} layers, {dtype}, {'tiny test config, ' if args.tiny else ''}"
+        f"torch {'SDPA' if args.device == 'cuda' else 'eager'}), median of "
+        f"{args.repeats} verifies of n tokens after a {args.prefix}-token prefix, logits "
+        f"for the n rows only, argmax on the device. drafter_ratio not measured (the "
+        f"0.5B drafter is not built here): the rtx4090 roofline estimate."
+    )
+    costs = CostsSection(
+        verify_ms={n: round(ms, 4) for n, ms in sorted(curve.items())},
+        drafter_ratio=0.735,
+        prefill_ms_per_token=max(prefill_ms, 1e-4),
+        source="measured",
+        machine=machine,
+        date=dt.date.today().isoformat(),
+        method=method,
+        target="qwen2.5-coder-1.5b-instruct (random weights)",
+    )
+    runtime = RuntimeSettings(
+        backend="torch",
+        n_gpu_layers=-1 if args.device == "cuda" else 0,
+        dtype=dtype,
+        n_ctx=16384,
+        n_batch=512,
+    )
+    return Profile(
+        name=name,
+        costs=costs,
+        runtime=runtime,
+        description=f"{machine}, torch runtime {dtype}, measured by gpu_check.py",
+        drafter=DrafterSettings(kind="hybrid"),
+        controller=ControllerSettings(k_max=min(max(curve) - 1, 255)),
+    )
 
 
 # ---- main ------------------------------------------------------------------------------------
+
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -522,9 +612,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--fixed-k", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--grid", default="", help="verify sizes, e.g. 1,2,4,8,16,32,64,128")
-    p.add_argument("--traces", nargs="*", default=None,
-                   help="trace or bench results.json[.gz] files (default: every results.json.gz "
-                        "and traces*.json.gz under benchmarks/results)")
+    p.add_argument(
+        "--traces",
+        nargs="*",
+        default=None,
+        help="trace or bench results.json[.gz] files (default: every results.json.gz "
+        "and traces*.json.gz under benchmarks/results)",
+    )
     p.add_argument("--out", default=str(HERE / "gpu-out"))
     args = p.parse_args(argv)
     args.repeats = args.repeats or (2 if args.smoke else 5)
@@ -535,25 +629,35 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if missing:
         p.error(f"--grid needs the profile's required points; missing {missing}")
     if args.traces is None:
-        args.traces = sorted({*glob.glob(str(HERE / "results" / "*" / "results.json.gz")),
-                              *glob.glob(str(HERE / "results" / "*" / "traces*.json.gz"))})
+        args.traces = sorted(
+            {
+                *glob.glob(str(HERE / "results" / "*" / "results.json.gz")),
+                *glob.glob(str(HERE / "results" / "*" / "traces*.json.gz")),
+            }
+        )
     return args
 
 
 def print_report(report: dict[str, Any]) -> None:
     """The numbers a person reads; gpu_check.json has them all."""
     print(f"\n== {report['machine']}  ({report['layers']} layers, {report['dtype']})")
-    print(f"prefill {report['prefill_ms_per_token']:.3f} ms/token; batch-vs-single logits "
-          f"noise {report['batch_noise']:.4g}")
+    print(
+        f"prefill {report['prefill_ms_per_token']:.3f} ms/token; batch-vs-single logits "
+        f"noise {report['batch_noise']:.4g}"
+    )
     print(f"{'k':>5} {'device ms':>10} {'host ms':>9} {'argmax ms':>10} {'host extra':>10}")
     c = report["curve"]
     for k in c["device"]:
-        print(f"{k:>5} {c['device'][k]:>10.3f} {c['host'][k]:>9.3f} "
-              f"{c['host_argmax'][k]:>10.3f} {c['host'][k] - c['device'][k]:>10.3f}")
+        print(
+            f"{k:>5} {c['device'][k]:>10.3f} {c['host'][k]:>9.3f} "
+            f"{c['host_argmax'][k]:>10.3f} {c['host'][k] - c['device'][k]:>10.3f}"
+        )
     print(f"\n{'scenario':<8} {'verify':<7} {'mode':<9} {'tok/s':>8} {'tok/fwd':>8}  verdict")
     for r in report["end_to_end"]:
-        print(f"{r['scenario']:<8} {r['verify']:<7} {r['mode']:<9} {r['tok_s']:>8.1f} "
-              f"{r['tokens_per_forward']:>8.2f}  {r['verdict']}")
+        print(
+            f"{r['scenario']:<8} {r['verify']:<7} {r['mode']:<9} {r['tok_s']:>8.1f} "
+            f"{r['tokens_per_forward']:>8.2f}  {r['verdict']}"
+        )
     rows = report["replay"]
     if rows:
         cols = ["plain", *(f"fixed-{k}" for k in FIXED_KS), "oracle"]
@@ -561,8 +665,10 @@ def print_report(report: dict[str, Any]) -> None:
         print(f"{'task':<26}" + "".join(f"{c:>10}" for c in cols) + "  trace")
         for r in rows:
             print(f"{r['task']:<26}" + "".join(f"{r[c]:>10.1f}" for c in cols) + f"  {r['trace']}")
-        print(f"{'median':<26}" + "".join(
-            f"{statistics.median(r[c] for r in rows):>10.1f}" for c in cols))
+        print(
+            f"{'median':<26}"
+            + "".join(f"{statistics.median(r[c] for r in rows):>10.1f}" for c in cols)
+        )
     print(f"\nprofile: {report['profile_path']}")
 
 
@@ -572,8 +678,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     if args.device == "cuda" and not torch.cuda.is_available():
-        print("gpu_check: no CUDA device visible to torch (use --device cpu --tiny to try it "
-              "on a CPU)", file=sys.stderr)
+        print(
+            "gpu_check: no CUDA device visible to torch (use --device cpu --tiny to try it "
+            "on a CPU)",
+            file=sys.stderr,
+        )
         return 2
     rng = np.random.default_rng(args.seed)
     model, dtype = build_model(args)
@@ -586,8 +695,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = end_to_end(rt, args, curve["device"], noise, rng)
     machine = device_name(args.device)
     layers = int(model.config.num_hidden_layers)
-    name = slug(f"{machine}-torch-{'bf16' if dtype == 'bfloat16' else dtype}"
-                + ("-tiny" if args.tiny else "") + (f"-{layers}l" if args.layers else ""))
+    name = slug(
+        f"{machine}-torch-{'bf16' if dtype == 'bfloat16' else dtype}"
+        + ("-tiny" if args.tiny else "")
+        + (f"-{layers}l" if args.layers else "")
+    )
     profile = make_profile(name, machine, curve["device"], prefill, args, dtype, layers)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -595,22 +707,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     path.write_text(profile.to_toml(), encoding="utf-8")
     parse_profile(path.read_text(encoding="utf-8"), path)  # what we write must load
     traces = load_traces(args.traces)
-    report = {"machine": machine, "dtype": dtype, "layers": layers, "smoke": args.smoke,
-              "tiny": args.tiny, "prefix": args.prefix, "repeats": args.repeats,
-              "prefill_ms_per_token": prefill, "batch_noise": noise, "curve": curve,
-              "end_to_end": [r.row() for r in results],
-              "replay": replay(traces, curve["device"], k_max=max(args.grid) - 1),
-              "replay_host": replay(traces, curve["host"], k_max=max(args.grid) - 1),
-              "trace_files": [str(Path(p).resolve().relative_to(REPO)) if
-                              Path(p).resolve().is_relative_to(REPO) else p for p in args.traces],
-              "profile_path": str(path), "profile_name": name}
+    report = {
+        "machine": machine,
+        "dtype": dtype,
+        "layers": layers,
+        "smoke": args.smoke,
+        "tiny": args.tiny,
+        "prefix": args.prefix,
+        "repeats": args.repeats,
+        "prefill_ms_per_token": prefill,
+        "batch_noise": noise,
+        "curve": curve,
+        "end_to_end": [r.row() for r in results],
+        "replay": replay(traces, curve["device"], k_max=max(args.grid) - 1),
+        "replay_host": replay(traces, curve["host"], k_max=max(args.grid) - 1),
+        "trace_files": [
+            str(Path(p).resolve().relative_to(REPO))
+            if Path(p).resolve().is_relative_to(REPO)
+            else p
+            for p in args.traces
+        ],
+        "profile_path": str(path),
+        "profile_name": name,
+    }
     report["ok"] = all(not r.verdict.startswith("FAIL") for r in results)
     report["wall_s"] = round(time.perf_counter() - t_start, 1)
-    (out / "gpu_check.json").write_text(json.dumps(report, indent=1, default=str) + "\n",
-                                        encoding="utf-8")
+    (out / "gpu_check.json").write_text(
+        json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8"
+    )
     print_report(report)
-    print(f"{'OK' if report['ok'] else 'FAILED'}: speculative == plain greedy "
-          f"({sum(r.mode != 'plain' for r in results)} runs); {report['wall_s']} s")
+    print(
+        f"{'OK' if report['ok'] else 'FAILED'}: speculative == plain greedy "
+        f"({sum(r.mode != 'plain' for r in results)} runs); {report['wall_s']} s"
+    )
     return 0 if report["ok"] else 1
 
 

@@ -31,8 +31,9 @@ from edge_spec.store.models import resolve
 
 def replay(rt: LlamaCppRuntime, task: dict[str, Any], rec: dict[str, Any]) -> str:
     """'' when the guard lets the answer through, else where it does not."""
-    plan = plan_apply(rt, task["original"], task["update"], task.get("instruction"),
-                      lang=task.get("language", ""))
+    plan = plan_apply(
+        rt, task["original"], task["update"], task.get("instruction"), lang=task.get("language", "")
+    )
     guard = plan.guard
     if guard is None:
         return ""
@@ -66,8 +67,10 @@ def main() -> int:
         if why:
             stale.append(tid)
             print(f"{tid}: {why}")
-    print(f"{len(recs) - len(stale)} of {len(recs)} recorded answers pass today's guard token "
-          f"for token; re-run: {' '.join(stale) or 'none'}")
+    print(
+        f"{len(recs) - len(stale)} of {len(recs)} recorded answers pass today's guard token "
+        f"for token; re-run: {' '.join(stale) or 'none'}"
+    )
     return 0
 
 

@@ -20,8 +20,10 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 README = HERE.parent / "README.md"
 START, END = "<!-- headline:start -->", "<!-- headline:end -->"
-HEADER = ("| what | machine | edge-spec | compared with | output = plain | results |\n"
-          "|---|---|---|---|---|---|")
+HEADER = (
+    "| what | machine | edge-spec | compared with | output = plain | results |\n"
+    "|---|---|---|---|---|---|"
+)
 
 
 def first_table(path: Path) -> list[dict[str, str]]:
@@ -54,10 +56,14 @@ def apply_speed(folder: str, machine: str, note: str) -> Callable[[], str]:
     def row() -> str:
         m = modes(folder)
         a = m["spec-adaptive"]
-        fixed = "; ".join(f"{k.removeprefix('spec-')} {speed(m[k])}"
-                          for k in ("spec-fixed-64", "spec-fixed-128"))
-        return (f"| code apply, 20 tasks, decode speedup over plain{note} | {machine} | "
-                f"adaptive {speed(a)} | {fixed} | {a['= plain']} | {link(folder)} |")
+        fixed = "; ".join(
+            f"{k.removeprefix('spec-')} {speed(m[k])}" for k in ("spec-fixed-64", "spec-fixed-128")
+        )
+        return (
+            f"| code apply, 20 tasks, decode speedup over plain{note} | {machine} | "
+            f"adaptive {speed(a)} | {fixed} | {a['= plain']} | {link(folder)} |"
+        )
+
     return row
 
 
@@ -65,18 +71,24 @@ def vs_llama_server() -> str:
     folder = "apply-vs-llama-server-intel-xeon-2core"
     m = modes(folder)
     a = m["spec-adaptive"]
-    peers = "; ".join(f"llama-server {k.removeprefix('llama-server-')} {speed(m[k])}"
-                      for k in ("llama-server-ngram-simple", "llama-server-ngram-mod"))
-    return (f"| code apply, 20 tasks, beside llama.cpp's server (each over its own plain) | "
-            f"Intel Xeon, 2 cores | adaptive {speed(a)} | {peers} | {a['= plain']} | "
-            f"{link(folder)} |")
+    peers = "; ".join(
+        f"llama-server {k.removeprefix('llama-server-')} {speed(m[k])}"
+        for k in ("llama-server-ngram-simple", "llama-server-ngram-mod")
+    )
+    return (
+        f"| code apply, 20 tasks, beside llama.cpp's server (each over its own plain) | "
+        f"Intel Xeon, 2 cores | adaptive {speed(a)} | {peers} | {a['= plain']} | "
+        f"{link(folder)} |"
+    )
 
 
 def freeform() -> str:
     folder = "freeform-speed-intel-xeon-2core"
     a = modes(folder)["spec-adaptive"]
-    return (f"| free prompts (no reference), decode speedup over plain | Intel Xeon, 2 cores | "
-            f"adaptive {speed(a)} | plain 1.00x | {a['= plain']} | {link(folder)} |")
+    return (
+        f"| free prompts (no reference), decode speedup over plain | Intel Xeon, 2 cores | "
+        f"adaptive {speed(a)} | plain 1.00x | {a['= plain']} | {link(folder)} |"
+    )
 
 
 def accuracy() -> str:
@@ -86,21 +98,25 @@ def accuracy() -> str:
     row = first_table_text(text)
     base = modes("apply-accuracy-templates-amd-epyc-2core", "summary-instruct.md")
     b = next(iter(base.values()))
-    return (f"| code apply accuracy, the 1.5B target writing all {n} files | AMD EPYC, 2 cores | "
-            f"`order` guard: {row['exact']}/{n} exact, {row['token-equal']}/{n} token-equal, "
-            f"{row['lazy']} lazy | no guard: {b['= expected']} exact | - | "
-            f"{link(folder)} |")
+    return (
+        f"| code apply accuracy, the 1.5B target writing all {n} files | AMD EPYC, 2 cores | "
+        f"`order` guard: {row['exact']}/{n} exact, {row['token-equal']}/{n} token-equal, "
+        f"{row['lazy']} lazy | no guard: {b['= expected']} exact | - | "
+        f"{link(folder)} |"
+    )
 
 
 def first_table_text(text: str) -> dict[str, str]:
-    rows = [[c.strip() for c in ln.strip().strip("|").split("|")]
-            for ln in text.splitlines() if ln.startswith("|")]
+    rows = [
+        [c.strip() for c in ln.strip().strip("|").split("|")]
+        for ln in text.splitlines()
+        if ln.startswith("|")
+    ]
     return dict(zip(rows[0], rows[2], strict=False))
 
 
 ROWS: tuple[Callable[[], str], ...] = (
-    apply_speed("apply-speed-intel-xeon-2core", "Intel Xeon, 2 cores",
-                " (3 repeats, calibrated)"),
+    apply_speed("apply-speed-intel-xeon-2core", "Intel Xeon, 2 cores", " (3 repeats, calibrated)"),
     vs_llama_server,
     apply_speed("apply-speed-amd-epyc-2core", "AMD EPYC, 2 cores", " (built-in cost table)"),
     freeform,
@@ -131,8 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     have = readme_table(text)
     if args.check:
         if have != want:
-            print("error: README.md's numbers table differs from benchmarks/results; run "
-                  "python benchmarks/headline.py --write", file=sys.stderr)
+            print(
+                "error: README.md's numbers table differs from benchmarks/results; run "
+                "python benchmarks/headline.py --write",
+                file=sys.stderr,
+            )
             return 1
         return 0
     head, rest = text.split(START, 1)

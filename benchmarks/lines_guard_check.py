@@ -43,8 +43,14 @@ def main() -> int:
         for task in map(json.loads, read_text(path).splitlines()):
             n += 1
             t0 = time.perf_counter()
-            plan = plan_apply(rt, task["original"], task["update"], task.get("instruction"),
-                              lang=task.get("language", ""), guard=args.guard)
+            plan = plan_apply(
+                rt,
+                task["original"],
+                task["update"],
+                task.get("instruction"),
+                lang=task.get("language", ""),
+                guard=args.guard,
+            )
             builds.append(1e3 * (time.perf_counter() - t0))
             guard = plan.guard
             assert guard is not None
@@ -56,7 +62,9 @@ def main() -> int:
                 mask = guard.banned(state)
                 if isinstance(mask, Only) and tok not in set(mask.ids.tolist()):
                     banned += 1
-                    print(f"banned: {task['id']} after {state.ctx[-60:]!r}: {rt.token_bytes(tok)!r}")
+                    print(
+                        f"banned: {task['id']} after {state.ctx[-60:]!r}: {rt.token_bytes(tok)!r}"
+                    )
                 state = guard.advance(state, rt.token_bytes(tok))
             walk += time.perf_counter() - t0
             tokens += len(ids)
@@ -65,10 +73,14 @@ def main() -> int:
                 cannot_end += 1
                 print(f"cannot end: {task['id']}")
     builds_sorted = sorted(builds[1:]) or builds
-    print(f"guard {args.guard}: {n} tasks, {tokens} tokens: {banned} banned, {cannot_end} cannot end")
-    print(f"plan build: first {builds[0]:.0f} ms (with the vocabulary index), then median "
-          f"{builds_sorted[len(builds_sorted) // 2]:.1f} ms; walk {1e6 * walk / max(1, tokens):.0f} "
-          "us per token (a new row state each)")
+    print(
+        f"guard {args.guard}: {n} tasks, {tokens} tokens: {banned} banned, {cannot_end} cannot end"
+    )
+    print(
+        f"plan build: first {builds[0]:.0f} ms (with the vocabulary index), then median "
+        f"{builds_sorted[len(builds_sorted) // 2]:.1f} ms; walk {1e6 * walk / max(1, tokens):.0f} "
+        "us per token (a new row state each)"
+    )
     return 0
 
 

@@ -70,8 +70,14 @@ class PoolRuntime:
     name = "pool-fake"
     path = None
 
-    def __init__(self, prompt: Sequence[int], output: Sequence[int], rows: int,
-                 seed: int = 0, argmax_threads: int = 1) -> None:
+    def __init__(
+        self,
+        prompt: Sequence[int],
+        output: Sequence[int],
+        rows: int,
+        seed: int = 0,
+        argmax_threads: int = 1,
+    ) -> None:
         rng = np.random.default_rng(seed)
         self.n_vocab, self.n_ctx, self.n_batch = VOCAB, 1 << 20, 1 << 20
         self._buf = rng.random((rows, VOCAB), dtype=np.float32)
@@ -109,7 +115,7 @@ class PoolRuntime:
             self._saved[j] = self._buf[j, nxt]
             self._buf[j, nxt] = 2.0  # rows are uniform in [0, 1): this is the unique max
             self._hot[j] = nxt
-        out = self._buf[:len(want)]
+        out = self._buf[: len(want)]
         self.busy_ms += (time.perf_counter() - t0) * 1e3
         return out
 
@@ -131,8 +137,11 @@ class PoolRuntime:
     def tokenize(self, text: str, *, add_bos: bool = False, special: bool = True) -> list[int]:
         words = text.split(" ")
         first = 0 if text.startswith(" ") else 1  # a text cut mid-token drops the fragment
-        return [_ALPHA.index(w[0]) * 4096 + _ALPHA.index(w[1]) * 64 + _ALPHA.index(w[2])
-                for w in words[first:] if len(w) == 3]
+        return [
+            _ALPHA.index(w[0]) * 4096 + _ALPHA.index(w[1]) * 64 + _ALPHA.index(w[2])
+            for w in words[first:]
+            if len(w) == 3
+        ]
 
     def token_bytes(self, token: int) -> bytes:
         return self._pieces[token]
@@ -148,8 +157,9 @@ class Buckets:
     """Accumulated ms per part of the loop."""
 
     def __init__(self) -> None:
-        self.ms: dict[str, float] = {k: 0.0 for k in ("setup", "draft", "argmax", "select",
-                                                       "observe", "text")}
+        self.ms: dict[str, float] = {
+            k: 0.0 for k in ("setup", "draft", "argmax", "select", "observe", "text")
+        }
 
     @contextlib.contextmanager
     def timing(self, key: str) -> Iterator[None]:
@@ -166,8 +176,9 @@ class TimedDrafter:
     def __init__(self, inner: Drafter, b: Buckets) -> None:
         self.inner, self.b, self.name = inner, b, inner.name
 
-    def begin(self, prompt: Sequence[int], references: Sequence[Reference],
-              rng: np.random.Generator) -> None:
+    def begin(
+        self, prompt: Sequence[int], references: Sequence[Reference], rng: np.random.Generator
+    ) -> None:
         with self.b.timing("setup"):
             self.inner.begin(prompt, references, rng)
 
@@ -187,8 +198,9 @@ class TimedController(Controller):
         super().__init__(config)
         self.b = b
 
-    def select(self, drafters: Sequence[Drafter], context: Sequence[int],
-               limit: int) -> tuple[Draft, int]:
+    def select(
+        self, drafters: Sequence[Drafter], context: Sequence[int], limit: int
+    ) -> tuple[Draft, int]:
         with self.b.timing("select"):
             return super().select(drafters, context, limit)
 
@@ -242,13 +254,20 @@ def run_bare(k: int | None, task: tuple[list[int], list[int], str], rt: PoolRunt
     rt.truncate(0)
     rt.busy_ms = 0.0
     t0 = time.perf_counter()
-    generate(rt, prompt, [ReferenceDrafter(rt)], ctl, GenConfig(max_tokens=len(out), fixed_k=k),
-             references=[Reference(text)])
+    generate(
+        rt,
+        prompt,
+        [ReferenceDrafter(rt)],
+        ctl,
+        GenConfig(max_tokens=len(out), fixed_k=k),
+        references=[Reference(text)],
+    )
     return (time.perf_counter() - t0) * 1e3 - rt.busy_ms
 
 
-def run_once(k: int | None, task: tuple[list[int], list[int], str],
-             rt: PoolRuntime) -> dict[str, float]:
+def run_once(
+    k: int | None, task: tuple[list[int], list[int], str], rt: PoolRuntime
+) -> dict[str, float]:
     """One generation; ms per bucket, runtime and wall, and the step/token counts."""
     prompt, out, text = task
     b = Buckets()
@@ -259,19 +278,26 @@ def run_once(k: int | None, task: tuple[list[int], list[int], str],
     rt.buckets = b
     with timed_loop(b):
         t0 = time.perf_counter()
-        res = generate(rt, prompt, [drafter], ctl, GenConfig(max_tokens=len(out), fixed_k=k),
-                       references=[Reference(text)])
+        res = generate(
+            rt,
+            prompt,
+            [drafter],
+            ctl,
+            GenConfig(max_tokens=len(out), fixed_k=k),
+            references=[Reference(text)],
+        )
         wall = (time.perf_counter() - t0) * 1e3
     rt.buckets = None
-    assert res.tokens == out[:len(res.tokens)], "the loop changed the target's output"
+    assert res.tokens == out[: len(res.tokens)], "the loop changed the target's output"
     ms = dict(b.ms)
     # select includes propose (FixedK.select calls the drafter directly: not timed as select).
     draft_in_select = ms["draft"] if k is None else 0.0
     ms["controller"] = ms.pop("select") - draft_in_select + ms.pop("observe")
     ms["wall"], ms["runtime"] = wall, rt.busy_ms
     ms["overhead"] = wall - rt.busy_ms
-    ms["other"] = ms["overhead"] - sum(ms[x] for x in ("setup", "draft", "argmax", "controller",
-                                                        "text"))
+    ms["other"] = ms["overhead"] - sum(
+        ms[x] for x in ("setup", "draft", "argmax", "controller", "text")
+    )
     ms["tokens"], ms["steps"] = float(len(res.tokens)), float(res.stats.target_forwards)
     return ms
 
@@ -281,8 +307,13 @@ PARTS = ("setup", "draft", "argmax", "controller", "text", "other")
 
 def measure(ks: Sequence[int | None], args: argparse.Namespace) -> list[dict[str, Any]]:
     task = make_task(args.tokens, args.edit_every, args.seed)
-    rt = PoolRuntime(task[0], task[1], rows=max(k or 128 for k in ks) + 1, seed=args.seed,
-                     argmax_threads=args.argmax_threads)
+    rt = PoolRuntime(
+        task[0],
+        task[1],
+        rows=max(k or 128 for k in ks) + 1,
+        seed=args.seed,
+        argmax_threads=args.argmax_threads,
+    )
     rows = []
     for k in ks:
         run_once(k, task, rt)  # warm-up: page in the buffer, fill caches
@@ -290,14 +321,16 @@ def measure(ks: Sequence[int | None], args: argparse.Namespace) -> list[dict[str
         med = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
         bare = statistics.median(run_bare(k, task, rt) for _ in range(args.repeats))
         tokens = med["tokens"]
-        row: dict[str, Any] = {"mode": "adaptive" if k is None else f"fixed-{k}",
-                               "tokens": int(tokens), "steps": int(med["steps"]),
-                               "wall_ms": round(med["wall"], 2),
-                               "runtime_ms": round(med["runtime"], 2),
-                               "overhead_us_per_token": round(bare * 1e3 / tokens, 2),
-                               "instrumented_us_per_token": round(med["overhead"] * 1e3 / tokens,
-                                                                  2),
-                               "overhead_us_per_step": round(bare * 1e3 / med["steps"], 1)}
+        row: dict[str, Any] = {
+            "mode": "adaptive" if k is None else f"fixed-{k}",
+            "tokens": int(tokens),
+            "steps": int(med["steps"]),
+            "wall_ms": round(med["wall"], 2),
+            "runtime_ms": round(med["runtime"], 2),
+            "overhead_us_per_token": round(bare * 1e3 / tokens, 2),
+            "instrumented_us_per_token": round(med["overhead"] * 1e3 / tokens, 2),
+            "overhead_us_per_step": round(bare * 1e3 / med["steps"], 1),
+        }
         for part in PARTS:
             row[f"{part}_us_per_token"] = round(med[part] * 1e3 / tokens, 2)
         rows.append(row)
@@ -305,25 +338,33 @@ def measure(ks: Sequence[int | None], args: argparse.Namespace) -> list[dict[str
 
 
 def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    print(f"loop overhead, {args.tokens}-token copy of a reference"
-          f"{f', an edit every {args.edit_every} tokens' if args.edit_every else ''}; "
-          f"median of {args.repeats}; vocabulary {VOCAB}; argmax threads {args.argmax_threads}; "
-          "microseconds per output token")
+    print(
+        f"loop overhead, {args.tokens}-token copy of a reference"
+        f"{f', an edit every {args.edit_every} tokens' if args.edit_every else ''}; "
+        f"median of {args.repeats}; vocabulary {VOCAB}; argmax threads {args.argmax_threads}; "
+        "microseconds per output token"
+    )
     print("total: uninstrumented run; the parts: an instrumented run (they add up to 'timed')")
     head = ["mode", "tok/step", "total", "us/step", "timed", *PARTS]
     print("".join(f"{h:>11}" for h in head))
     for r in rows:
-        vals = [r["mode"], f"{r['tokens'] / r['steps']:.1f}", f"{r['overhead_us_per_token']:.2f}",
-                f"{r['overhead_us_per_step']:.0f}", f"{r['instrumented_us_per_token']:.2f}",
-                *(f"{r[f'{p}_us_per_token']:.2f}" for p in PARTS)]
+        vals = [
+            r["mode"],
+            f"{r['tokens'] / r['steps']:.1f}",
+            f"{r['overhead_us_per_token']:.2f}",
+            f"{r['overhead_us_per_step']:.0f}",
+            f"{r['instrumented_us_per_token']:.2f}",
+            *(f"{r[f'{p}_us_per_token']:.2f}" for p in PARTS),
+        ]
         print("".join(f"{v:>11}" for v in vals))
 
 
 def profile_one(k: int | None, args: argparse.Namespace) -> str:
     """cProfile of one generation at fixed k (None: adaptive): the top functions by own time."""
     task = make_task(args.tokens, args.edit_every, args.seed)
-    rt = PoolRuntime(task[0], task[1], rows=(k or 128) + 1, seed=args.seed,
-                     argmax_threads=args.argmax_threads)
+    rt = PoolRuntime(
+        task[0], task[1], rows=(k or 128) + 1, seed=args.seed, argmax_threads=args.argmax_threads
+    )
     run_once(k, task, rt)
     prof = cProfile.Profile()
     prof.enable()
@@ -342,11 +383,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--edit-every", type=int, default=0, help="plant a substitution every N")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--argmax-threads", type=int, default=os.cpu_count() or 1,
-                   help="threads of the host argmax, as llama.cpp's `threads` (default: all)")
+    p.add_argument(
+        "--argmax-threads",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="threads of the host argmax, as llama.cpp's `threads` (default: all)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--profile", type=int, default=-1, metavar="K",
-                   help="cProfile one run at fixed K (0: the adaptive controller)")
+    p.add_argument(
+        "--profile",
+        type=int,
+        default=-1,
+        metavar="K",
+        help="cProfile one run at fixed K (0: the adaptive controller)",
+    )
     p.add_argument("--out", default="", help="also write the JSON here")
     args = p.parse_args(argv)
     if args.profile >= 0:
@@ -356,8 +406,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_adaptive:
         ks.append(None)
     rows = measure(ks, args)
-    doc = {"tokens": args.tokens, "edit_every": args.edit_every, "repeats": args.repeats,
-           "vocab": VOCAB, "argmax_threads": args.argmax_threads, "rows": rows}
+    doc = {
+        "tokens": args.tokens,
+        "edit_every": args.edit_every,
+        "repeats": args.repeats,
+        "vocab": VOCAB,
+        "argmax_threads": args.argmax_threads,
+        "rows": rows,
+    }
     if args.out:
         Path(args.out).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     if args.json:

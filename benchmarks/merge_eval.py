@@ -26,8 +26,15 @@ from typing import Any
 from edge_spec.apply.merge import MergeResult, structural_merge
 from edge_spec.bench.modes import read_text
 
-_COLUMNS = ("tasks", "exact_correct", "exact_WRONG", "ambiguous", "unplaced", "correct",
-            "correct_ws")
+_COLUMNS = (
+    "tasks",
+    "exact_correct",
+    "exact_WRONG",
+    "ambiguous",
+    "unplaced",
+    "correct",
+    "correct_ws",
+)
 
 
 def _squash(text: str) -> str:
@@ -45,8 +52,11 @@ def _verdict(result: MergeResult) -> str:
 def run_task(task: dict[str, Any], repeat: int = 1, named: str = "named") -> dict[str, Any]:
     """`named`: "named" gives the task's language and path, "unnamed" neither (stdin, a temp
     file: the merge goes by the content), "no-grammar" a language with no grammar."""
-    lang, path = {"named": (task.get("language") or "", task.get("path")),
-                  "unnamed": ("", None), "no-grammar": ("no-grammar", None)}[named]
+    lang, path = {
+        "named": (task.get("language") or "", task.get("path")),
+        "unnamed": ("", None),
+        "no-grammar": ("no-grammar", None),
+    }[named]
     ms = float("inf")
     for _ in range(max(1, repeat)):  # the fastest of a few: a shared machine adds noise
         start = time.perf_counter()
@@ -56,10 +66,15 @@ def run_task(task: dict[str, Any], repeat: int = 1, named: str = "named") -> dic
     # A task whose snippet has no one right reading (`ambiguous`) is right only when refused.
     correct = result.text == task["expected"] and not task.get("ambiguous")
     reasons = [h.reason for h in result.hunks if h.status != "exact"]
-    return {"id": task.get("id", ""), "kind": task.get("kind") or task.get("style", ""),
-            "verdict": verdict,
-            "correct": correct, "correct_ws": _squash(result.text) == _squash(task["expected"]),
-            "ms": ms, "reason": reasons[0] if reasons else ""}
+    return {
+        "id": task.get("id", ""),
+        "kind": task.get("kind") or task.get("style", ""),
+        "verdict": verdict,
+        "correct": correct,
+        "correct_ws": _squash(result.text) == _squash(task["expected"]),
+        "ms": ms,
+        "reason": reasons[0] if reasons else "",
+    }
 
 
 def scaled(tasks: list[dict[str, Any]], lines: int) -> list[dict[str, Any]]:
@@ -67,8 +82,9 @@ def scaled(tasks: list[dict[str, Any]], lines: int) -> list[dict[str, Any]]:
     original has at least `lines` lines: the same edit on a file of that size."""
     out = []
     for t in tasks:
-        others = [o["original"] for o in tasks
-                  if o.get("language") == t.get("language") and o is not t]
+        others = [
+            o["original"] for o in tasks if o.get("language") == t.get("language") and o is not t
+        ]
         head: list[str] = []
         tail: list[str] = []
         k = 0
@@ -77,8 +93,13 @@ def scaled(tasks: list[dict[str, Any]], lines: int) -> list[dict[str, Any]]:
             k += 1
         top = "\n".join(head) + "\n" if head else ""
         bottom = "\n".join(tail) + "\n" if tail else ""
-        out.append({**t, "original": top + t["original"] + bottom,
-                    "expected": top + t["expected"] + bottom})
+        out.append(
+            {
+                **t,
+                "original": top + t["original"] + bottom,
+                "expected": top + t["expected"] + bottom,
+            }
+        )
     return out
 
 
@@ -102,9 +123,12 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             by_kind[r["kind"]].append(r)
     times = sorted(r["ms"] for r in rows)
     p95 = times[min(len(times) - 1, int(0.95 * len(times)))] if times else 0.0
-    return {"total": _tally(rows), "by_kind": {k: _tally(v) for k, v in sorted(by_kind.items())},
-            "median_ms": round(statistics.median(times), 2) if times else 0.0,
-            "p95_ms": round(p95, 2)}
+    return {
+        "total": _tally(rows),
+        "by_kind": {k: _tally(v) for k, v in sorted(by_kind.items())},
+        "median_ms": round(statistics.median(times), 2) if times else 0.0,
+        "p95_ms": round(p95, 2),
+    }
 
 
 def _table(summary: dict[str, Any]) -> str:
@@ -120,22 +144,46 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tasks", nargs="+", type=Path)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    parser.add_argument("--show-wrong", action="store_true",
-                        help="list tasks that are not exact-and-correct, with the reason")
-    parser.add_argument("--scale", type=int, default=0, metavar="LINES",
-                        help="embed each file among others of its language to >= LINES lines")
-    parser.add_argument("--repeat", type=int, default=3,
-                        help="time each merge this many times and keep the fastest")
-    parser.add_argument("--split", choices=("dev", "heldout", "all"), default="all",
-                        help="tasks of this `split` only (tasks without one count as dev)")
-    parser.add_argument("--named", choices=("named", "unnamed", "no-grammar"), default="named",
-                        help="give the merge the task's language and path, neither, or a "
-                             "language without a grammar")
+    parser.add_argument(
+        "--show-wrong",
+        action="store_true",
+        help="list tasks that are not exact-and-correct, with the reason",
+    )
+    parser.add_argument(
+        "--scale",
+        type=int,
+        default=0,
+        metavar="LINES",
+        help="embed each file among others of its language to >= LINES lines",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="time each merge this many times and keep the fastest"
+    )
+    parser.add_argument(
+        "--split",
+        choices=("dev", "heldout", "all"),
+        default="all",
+        help="tasks of this `split` only (tasks without one count as dev)",
+    )
+    parser.add_argument(
+        "--named",
+        choices=("named", "unnamed", "no-grammar"),
+        default="named",
+        help="give the merge the task's language and path, neither, or a "
+        "language without a grammar",
+    )
     args = parser.parse_args(argv)
-    tasks = [json.loads(line) for path in args.tasks
-             for line in read_text(path).splitlines() if line.strip()]
-    tasks = [t for t in tasks if args.split in ("all", t.get("split", "dev"))
-             and t.get("faithful", True) is not False]
+    tasks = [
+        json.loads(line)
+        for path in args.tasks
+        for line in read_text(path).splitlines()
+        if line.strip()
+    ]
+    tasks = [
+        t
+        for t in tasks
+        if args.split in ("all", t.get("split", "dev")) and t.get("faithful", True) is not False
+    ]
     if args.scale:
         tasks = scaled(tasks, args.scale)
     rows = [run_task(t, args.repeat, args.named) for t in tasks]
@@ -148,8 +196,11 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             if not (r["verdict"] == "exact" and r["correct"]):
                 flag = "WRONG " if r["verdict"] == "exact" else ""
-                print(f"{flag}{r['id']:28} {r['kind']:16} {r['verdict']:9} "
-                      f"correct={r['correct']!s:5} {r['reason']}", file=sys.stderr)
+                print(
+                    f"{flag}{r['id']:28} {r['kind']:16} {r['verdict']:9} "
+                    f"correct={r['correct']!s:5} {r['reason']}",
+                    file=sys.stderr,
+                )
     return 1 if summary["total"]["exact_WRONG"] else 0
 
 

@@ -653,7 +653,9 @@ def _open(path: str, mode: str) -> IO[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", required=True, help="canonical tasks (.jsonl or .jsonl.gz)")
-    parser.add_argument("--out", required=True, help="where to write the variants (.jsonl or .jsonl.gz)")
+    parser.add_argument(
+        "--out", required=True, help="where to write the variants (.jsonl or .jsonl.gz)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated subset")
     args = parser.parse_args(argv)

@@ -32,22 +32,26 @@ from pathlib import Path
 from edge_spec.bench.modes import read_text
 from edge_spec.engine import build_engine
 
-SYSTEM = ("You are a coding assistant inside a code editor. When the user asks for a change to "
-          "a file, you answer with an edit snippet that the editor's apply feature merges into "
-          "the file: show only the code that changes, with a few unchanged lines around it so "
-          "the place is clear, and replace every unchanged part you leave out with a short "
-          "comment saying that the existing code is unchanged there. Never repeat the whole "
-          "file. Answer with one fenced code block and nothing else.")
+SYSTEM = (
+    "You are a coding assistant inside a code editor. When the user asks for a change to "
+    "a file, you answer with an edit snippet that the editor's apply feature merges into "
+    "the file: show only the code that changes, with a few unchanged lines around it so "
+    "the place is clear, and replace every unchanged part you leave out with a short "
+    "comment saying that the existing code is unchanged there. Never repeat the whole "
+    "file. Answer with one fenced code block and nothing else."
+)
 
 FENCE = re.compile(r"```[^\n]*\n(.*?)(?:\n```|\Z)", re.S)
 
 
 def prompt_for(task: dict) -> list[dict[str, str]]:
     lang = task.get("language", "")
-    user = (f"File `{task['path']}`:\n```{lang}\n{task['original']}```\n\n"
-            f"Change: {task['instruction']}\n\n"
-            f"This is how the whole file must look afterwards:\n```{lang}\n{task['expected']}```\n\n"
-            "Write the edit snippet for this change.")
+    user = (
+        f"File `{task['path']}`:\n```{lang}\n{task['original']}```\n\n"
+        f"Change: {task['instruction']}\n\n"
+        f"This is how the whole file must look afterwards:\n```{lang}\n{task['expected']}```\n\n"
+        "Write the edit snippet for this change."
+    )
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -61,9 +65,15 @@ def faithful(task: dict) -> bool:
     """Whether applying the snippet exactly gives the expected file, as far as lines tell."""
     orig, exp = task["original"].splitlines(), task["expected"].splitlines()
     snip = [ln.strip() for ln in task["update"].splitlines() if ln.strip()]
-    new = [ln.strip() for op, _, _, j1, j2 in difflib.SequenceMatcher(
-        None, orig, exp, autojunk=False).get_opcodes() if op in ("replace", "insert")
-        for ln in exp[j1:j2] if ln.strip()]
+    new = [
+        ln.strip()
+        for op, _, _, j1, j2 in difflib.SequenceMatcher(
+            None, orig, exp, autojunk=False
+        ).get_opcodes()
+        if op in ("replace", "insert")
+        for ln in exp[j1:j2]
+        if ln.strip()
+    ]
     have, want = {ln.strip() for ln in orig}, {ln.strip() for ln in exp}
     return set(new) <= set(snip) and all(ln in want for ln in snip if ln not in have)
 
@@ -80,27 +90,44 @@ def main() -> None:
     args = ap.parse_args()
     if args.mark:
         recs = [json.loads(ln) for ln in read_text(args.mark).splitlines() if ln.strip()]
-        Path(args.mark).write_text("".join(json.dumps({**r, "faithful": faithful(r)}) + "\n"
-                                           for r in recs))
+        Path(args.mark).write_text(
+            "".join(json.dumps({**r, "faithful": faithful(r)}) + "\n" for r in recs)
+        )
         return
     tasks = [json.loads(ln) for ln in read_text(args.tasks).splitlines() if ln.strip()]
-    tasks = tasks[:args.limit] if args.limit else tasks
+    tasks = tasks[: args.limit] if args.limit else tasks
     eng = build_engine(args.model, draft="reference", threads=args.threads)
     out, skipped = [], {"no code": 0, "whole file": 0}
     for n, task in enumerate(tasks, 1):
         t0 = time.perf_counter()
-        res = eng.generate(prompt_for(task), max_tokens=args.max_tokens,
-                           references=[task["expected"]])
+        res = eng.generate(
+            prompt_for(task), max_tokens=args.max_tokens, references=[task["expected"]]
+        )
         snip = snippet_of(res.text)
-        why = ("no code" if not snip.strip() else
-               "whole file" if snip.strip() == task["expected"].strip() else None)
-        print(f"[{n}/{len(tasks)}] {task['id']} {time.perf_counter() - t0:.1f}s "
-              f"{res.stats.output_tokens} tokens {why or 'ok'}", file=sys.stderr, flush=True)
+        why = (
+            "no code"
+            if not snip.strip()
+            else "whole file"
+            if snip.strip() == task["expected"].strip()
+            else None
+        )
+        print(
+            f"[{n}/{len(tasks)}] {task['id']} {time.perf_counter() - t0:.1f}s "
+            f"{res.stats.output_tokens} tokens {why or 'ok'}",
+            file=sys.stderr,
+            flush=True,
+        )
         if why:
             skipped[why] += 1
             continue
-        rec = {**task, "id": f"{task['id']}~qwen", "update": snip, "kind": "qwen",
-               "variant_of": task["id"], "writer": eng.model_name}
+        rec = {
+            **task,
+            "id": f"{task['id']}~qwen",
+            "update": snip,
+            "kind": "qwen",
+            "variant_of": task["id"],
+            "writer": eng.model_name,
+        }
         rec["faithful"] = faithful(rec)
         out.append(json.dumps(rec))
     Path(args.out).write_text("".join(ln + "\n" for ln in out))

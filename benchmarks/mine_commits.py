@@ -41,19 +41,48 @@ from typing import Any
 MARKER = "... existing code ..."
 
 LANGUAGES: dict[str, str] = {
-    ".py": "python", ".js": "javascript", ".mjs": "javascript", ".ts": "typescript",
-    ".go": "go", ".rb": "ruby", ".rake": "ruby", ".gemspec": "ruby", ".php": "php",
-    ".kt": "kotlin", ".kts": "kotlin", ".cs": "csharp", ".swift": "swift", ".scala": "scala",
-    ".sc": "scala", ".lua": "lua", ".sh": "bash", ".bash": "bash", ".java": "java", ".rs": "rust",
-    ".c": "c", ".h": "c", ".cpp": "cpp", ".cc": "cpp", ".hpp": "cpp", ".yml": "yaml",
-    ".yaml": "yaml", ".json": "json", ".toml": "toml", ".css": "css", ".html": "html",
-    ".sql": "sql", ".md": "markdown",
+    ".py": "python",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".ts": "typescript",
+    ".go": "go",
+    ".rb": "ruby",
+    ".rake": "ruby",
+    ".gemspec": "ruby",
+    ".php": "php",
+    ".kt": "kotlin",
+    ".kts": "kotlin",
+    ".cs": "csharp",
+    ".swift": "swift",
+    ".scala": "scala",
+    ".sc": "scala",
+    ".lua": "lua",
+    ".sh": "bash",
+    ".bash": "bash",
+    ".java": "java",
+    ".rs": "rust",
+    ".c": "c",
+    ".h": "c",
+    ".cpp": "cpp",
+    ".cc": "cpp",
+    ".hpp": "cpp",
+    ".yml": "yaml",
+    ".yaml": "yaml",
+    ".json": "json",
+    ".toml": "toml",
+    ".css": "css",
+    ".html": "html",
+    ".sql": "sql",
+    ".md": "markdown",
 }
 _HASH = {"python", "ruby", "bash", "yaml", "toml"}
 _DASH = {"lua", "sql"}
 # JSON has no comments; chat models write `//` markers in it all the same.
-_FRAMES: dict[str, tuple[str, str]] = {"css": ("/* ", " */"), "html": ("<!-- ", " -->"),
-                                       "markdown": ("<!-- ", " -->")}
+_FRAMES: dict[str, tuple[str, str]] = {
+    "css": ("/* ", " */"),
+    "html": ("<!-- ", " -->"),
+    "markdown": ("<!-- ", " -->"),
+}
 
 
 def marker_line(language: str, indent: str) -> str:
@@ -65,8 +94,9 @@ def marker_line(language: str, indent: str) -> str:
 
 
 def git(gitdir: str, *args: str) -> bytes:
-    return subprocess.run(["git", "--git-dir", gitdir, *args], check=True,
-                          capture_output=True).stdout
+    return subprocess.run(
+        ["git", "--git-dir", gitdir, *args], check=True, capture_output=True
+    ).stdout
 
 
 def language_of(path: str, text: str, ext_lang: dict[str, str]) -> str | None:
@@ -81,13 +111,18 @@ def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
 
-def build_update(original: list[str], expected: list[str], language: str,
-                 context: int) -> tuple[str, int, int]:
+def build_update(
+    original: list[str], expected: list[str], language: str, context: int
+) -> tuple[str, int, int]:
     """The lazy snippet, its number of hunks and changed lines (added + deleted)."""
     matcher = difflib.SequenceMatcher(None, original, expected, autojunk=False)
     groups = list(matcher.get_grouped_opcodes(context))
-    changed = sum(max(i2 - i1, 0) + max(j2 - j1, 0) for g in groups
-                  for tag, i1, i2, j1, j2 in g if tag != "equal")
+    changed = sum(
+        max(i2 - i1, 0) + max(j2 - j1, 0)
+        for g in groups
+        for tag, i1, i2, j1, j2 in g
+        if tag != "equal"
+    )
     out: list[str] = []
     shown_to = 0
     for group in groups:
@@ -111,10 +146,21 @@ def split_of(task_id: str, seed: int = 0) -> str:
     return "heldout" if digest[0] % 3 == 0 else "dev"
 
 
-def _commits(gitdir: str, first_parent: bool) -> Iterator[tuple[str, str, list[tuple[int, int, str]]]]:
+def _commits(
+    gitdir: str, first_parent: bool
+) -> Iterator[tuple[str, str, list[tuple[int, int, str]]]]:
     walk = ["--first-parent"] if first_parent else []
-    log = git(gitdir, "log", *walk, "--no-merges", "--no-renames", "--numstat", "--diff-filter=M",
-              "--format=%x00%H %P%x01%s", "HEAD").decode("utf-8", "replace")
+    log = git(
+        gitdir,
+        "log",
+        *walk,
+        "--no-merges",
+        "--no-renames",
+        "--numstat",
+        "--diff-filter=M",
+        "--format=%x00%H %P%x01%s",
+        "HEAD",
+    ).decode("utf-8", "replace")
     for block in log.split("\x00")[1:]:
         head, _, rest = block.partition("\x01")
         subject, _, stat = rest.partition("\n")
@@ -141,8 +187,9 @@ def _text(gitdir: str, rev: str, path: str) -> str | None:
     return None if "\r" in text or "\x00" in text else text
 
 
-def candidates(gitdir: str, repo: str, opts: argparse.Namespace,
-               ext_lang: dict[str, str]) -> Iterator[dict[str, Any]]:
+def candidates(
+    gitdir: str, repo: str, opts: argparse.Namespace, ext_lang: dict[str, str]
+) -> Iterator[dict[str, Any]]:
     for sha, subject, files in _commits(gitdir, opts.first_parent):
         if not files or len(files) > opts.max_files:
             continue
@@ -163,25 +210,37 @@ def candidates(gitdir: str, repo: str, opts: argparse.Namespace,
                 continue
             if not (original.endswith("\n") and expected.endswith("\n")):
                 continue
-            if [ln.strip() for ln in olines if ln.strip()] == [ln.strip() for ln in elines
-                                                                if ln.strip()]:
+            if [ln.strip() for ln in olines if ln.strip()] == [
+                ln.strip() for ln in elines if ln.strip()
+            ]:
                 continue  # a whitespace-only edit says nothing about placement
             update, hunks, changed = build_update(olines, elines, language, opts.context)
             if hunks > opts.max_hunks:
                 continue
-            yield {"repo": repo, "commit": sha, "path": path, "language": language,
-                   "instruction": subject, "original": original, "update": update,
-                   "expected": expected,
-                   "stats": {"original_lines": len(olines), "changed_lines": changed,
-                             "hunks": hunks}}
+            yield {
+                "repo": repo,
+                "commit": sha,
+                "path": path,
+                "language": language,
+                "instruction": subject,
+                "original": original,
+                "update": update,
+                "expected": expected,
+                "stats": {"original_lines": len(olines), "changed_lines": changed, "hunks": hunks},
+            }
             break  # one file per commit: commits differ more than files of one commit
 
 
 _AUX = frozenset("yaml json toml markdown".split())
 
 
-def draw(found: list[dict[str, Any]], limit: int, per_language: int, aux_per_language: int,
-         rng: random.Random) -> list[dict[str, Any]]:
+def draw(
+    found: list[dict[str, Any]],
+    limit: int,
+    per_language: int,
+    aux_per_language: int,
+    rng: random.Random,
+) -> list[dict[str, Any]]:
     rng.shuffle(found)
     taken: dict[str, int] = defaultdict(int)
     out = []
@@ -207,14 +266,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-files", type=int, default=6, help="skip commits touching more files")
     p.add_argument("--limit", type=int, default=12)
     p.add_argument("--per-language", type=int, default=8)
-    p.add_argument("--aux-per-language", type=int, default=1,
-                   help="the cap for configuration and prose files (YAML, JSON, TOML, Markdown)")
+    p.add_argument(
+        "--aux-per-language",
+        type=int,
+        default=1,
+        help="the cap for configuration and prose files (YAML, JSON, TOML, Markdown)",
+    )
     p.add_argument("--context", type=int, default=3)
     p.add_argument("--ext-lang", action="append", default=[], metavar=".EXT=LANG")
     p.add_argument("--only", nargs="*", default=[], metavar="LANG")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--first-parent", action="store_true",
-                   help="walk HEAD's first parents only (for a mirror that lacks branch objects)")
+    p.add_argument(
+        "--first-parent",
+        action="store_true",
+        help="walk HEAD's first parents only (for a mirror that lacks branch objects)",
+    )
     args = p.parse_args(argv)
     ext_lang = {}
     for item in args.ext_lang:
@@ -226,12 +292,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         git(args.gitdir, "rev-parse", "HEAD")
     except (subprocess.CalledProcessError, FileNotFoundError):
-        print(f"{args.gitdir}: not a git directory with a HEAD; pass a clone or a bare repo",
-              file=sys.stderr)
+        print(
+            f"{args.gitdir}: not a git directory with a HEAD; pass a clone or a bare repo",
+            file=sys.stderr,
+        )
         return 2
     found = list(candidates(args.gitdir, args.repo, args, ext_lang))
-    chosen = draw(found, args.limit, args.per_language, args.aux_per_language,
-                  random.Random(f"{args.seed}/{args.repo}"))
+    chosen = draw(
+        found,
+        args.limit,
+        args.per_language,
+        args.aux_per_language,
+        random.Random(f"{args.seed}/{args.repo}"),
+    )
     short = args.repo.split("/")[-1].lower()
     per_commit: dict[str, int] = defaultdict(int)
     for task in chosen:

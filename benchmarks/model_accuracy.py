@@ -42,17 +42,25 @@ def dropped_kept_lines(original: str, expected: str, answer: str) -> int:
 
 def score(task: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
     text = rec.get("text") or ""
-    merge = structural_merge(task["original"], task["update"], task.get("language") or "",
-                             task.get("path"))
+    merge = structural_merge(
+        task["original"], task["update"], task.get("language") or "", task.get("path")
+    )
     found = answer_problems(task["original"], task["update"], text, merge)
     exact = text == task["expected"]
-    return {"id": task["id"], "exact": exact, "ws": ws_equal(text, task["expected"]),
-            "tokens": bool(token_equal(text, task["expected"], task.get("language") or "",
-                                       task.get("path") or "")),
-            "lazy": bool(rec.get("lazy")), "finish": rec.get("finish_reason"),
-            "dropped": dropped_kept_lines(task["original"], task["expected"], text),
-            "suspect": bool(found), "finding": found[0] if found else "",
-            "merge_exact": merge.exact}
+    return {
+        "id": task["id"],
+        "exact": exact,
+        "ws": ws_equal(text, task["expected"]),
+        "tokens": bool(
+            token_equal(text, task["expected"], task.get("language") or "", task.get("path") or "")
+        ),
+        "lazy": bool(rec.get("lazy")),
+        "finish": rec.get("finish_reason"),
+        "dropped": dropped_kept_lines(task["original"], task["expected"], text),
+        "suspect": bool(found),
+        "finding": found[0] if found else "",
+        "merge_exact": merge.exact,
+    }
 
 
 def results_file(run: Path) -> Path:
@@ -63,11 +71,13 @@ def results_file(run: Path) -> Path:
     return plain if plain.exists() else run / "results.json.gz"
 
 
-def load_records(tasks_path: Path, runs: list[Path], mode: str
-                 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+def load_records(
+    tasks_path: Path, runs: list[Path], mode: str
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """The tasks by id, and one bench record of `mode` per task: the first in `runs` wins."""
-    tasks = {t["id"]: t for t in (json.loads(x) for x in read_text(tasks_path).splitlines()
-                                  if x.strip())}
+    tasks = {
+        t["id"]: t for t in (json.loads(x) for x in read_text(tasks_path).splitlines() if x.strip())
+    }
     recs: dict[str, dict[str, Any]] = {}
     for run in runs:
         for r in json.loads(read_text(results_file(run))):
@@ -93,14 +103,18 @@ def main() -> int:
     print(f"{n} of {len(tasks)} tasks answered by mode {args.mode}")
     print("| exact | ws-equal | token-equal | lazy | dropped kept lines | budget hit |")
     print("|---:|---:|---:|---:|---:|---:|")
-    print(f"| {sum(r['exact'] for r in rows)} | {sum(r['ws'] for r in rows)} | "
-          f"{sum(r['tokens'] for r in rows)} | {sum(r['lazy'] for r in rows)} | "
-          f"{sum(r['dropped'] > 0 for r in rows)} | "
-          f"{sum(r['finish'] == 'length' for r in rows)} |")
+    print(
+        f"| {sum(r['exact'] for r in rows)} | {sum(r['ws'] for r in rows)} | "
+        f"{sum(r['tokens'] for r in rows)} | {sum(r['lazy'] for r in rows)} | "
+        f"{sum(r['dropped'] > 0 for r in rows)} | "
+        f"{sum(r['finish'] == 'length' for r in rows)} |"
+    )
     right = [r for r in rows if r["exact"]]
-    print(f"answer check: {sum(r['suspect'] for r in right)} of {len(right)} right answers "
-          f"flagged suspect, {sum(not r['suspect'] for r in wrong)} of {len(wrong)} wrong ones "
-          "not flagged")
+    print(
+        f"answer check: {sum(r['suspect'] for r in right)} of {len(right)} right answers "
+        f"flagged suspect, {sum(not r['suspect'] for r in wrong)} of {len(wrong)} wrong ones "
+        "not flagged"
+    )
     for r in wrong:
         if not r["suspect"]:
             print("  not flagged:", r["id"], "dropped", r["dropped"])

@@ -33,15 +33,20 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--n-ctx", type=int, default=8192)
     args = ap.parse_args()
-    task = next(t for t in (json.loads(x) for x in read_text(args.tasks).splitlines()
-                            if x.strip()) if t["id"] == args.task)
+    task = next(
+        t
+        for t in (json.loads(x) for x in read_text(args.tasks).splitlines() if x.strip())
+        if t["id"] == args.task
+    )
     recs = {(r["task_id"], r["mode"]): r for r in json.loads(read_text(args.results))}
     plain = recs[(args.task, "plain")]["output_ids"]
     ours = recs[(args.task, args.mode)]["output_ids"]
-    rt = LlamaCppRuntime(resolve(DEMO_TARGET),
-                         RuntimeOptions(n_ctx=args.n_ctx, threads=args.threads))
-    plan = plan_apply(rt, task["original"], task["update"], task.get("instruction"),
-                      lang=task.get("language", ""))
+    rt = LlamaCppRuntime(
+        resolve(DEMO_TARGET), RuntimeOptions(n_ctx=args.n_ctx, threads=args.threads)
+    )
+    plan = plan_apply(
+        rt, task["original"], task["update"], task.get("instruction"), lang=task.get("language", "")
+    )
     for label, guard in (("without the guard", None), ("with the guard", plan.guard)):
         d = divergence(rt, plan.tokens, plain, ours, guard=guard)
         print(f"{label}: {json.dumps(d.to_dict()) if d else 'identical'}")

@@ -64,22 +64,29 @@ def _sizes_table(path: Path) -> dict[int, float]:
         if len(cols) >= 2 and cols[0].isdigit():
             table[int(cols[0])] = float(cols[1])
     if 1 not in table or len(table) < 2:
-        print(f"error: {path} holds no verify_sizes.py table (rows 'n  median ms ...', n = 1 "
-              "among them); run benchmarks/verify_sizes.py > FILE first", file=sys.stderr)
+        print(
+            f"error: {path} holds no verify_sizes.py table (rows 'n  median ms ...', n = 1 "
+            "among them); run benchmarks/verify_sizes.py > FILE first",
+            file=sys.stderr,
+        )
         sys.exit(2)
     return table
 
 
-def _world(path: Path | None, noise: float | None, min_steps: int,
-           sizes: Path | None = None) -> World:
+def _world(
+    path: Path | None, noise: float | None, min_steps: int, sizes: Path | None = None
+) -> World:
     if sizes is not None:
         return World(_sizes_table(sizes), noise or 0.0)
     if path is None:
         return World(None, noise or 0.0)
     data = json.loads(read_text(path))
     table, sigma = fit_costs(data["records"] if isinstance(data, dict) else data, min_steps)
-    print(f"world: {path} (sigma {sigma}); verify ms "
-          + ", ".join(f"{n}={ms:.0f}" for n, ms in table.items() if n in _SHOWN), file=sys.stderr)
+    print(
+        f"world: {path} (sigma {sigma}); verify ms "
+        + ", ".join(f"{n}={ms:.0f}" for n, ms in table.items() if n in _SHOWN),
+        file=sys.stderr,
+    )
     return World(table, sigma if noise is None else noise)
 
 
@@ -97,29 +104,56 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--template", default=None)
     ap.add_argument("--set", action="append", default=[], help="controller setting NAME=VALUE")
     worlds = ap.add_mutually_exclusive_group()
-    worlds.add_argument("--world", type=Path, default=None,
-                    help="a bench results.json whose recorded verify times set what steps cost "
-                         "(median per size) and their noise; the controller still starts from "
-                         "--profile's table (default: the profile's table is the truth)")
-    worlds.add_argument("--world-sizes", type=Path, default=None,
-                    help="a benchmarks/verify_sizes.py output whose medians set what steps cost "
-                         "(instead of --world)")
-    ap.add_argument("--world-min-steps", type=int, default=5,
-                    help="sizes with fewer recorded steps are interpolated in --world's curve")
-    ap.add_argument("--noise", type=float, default=None,
-                    help="log-normal sigma of each step's cost (default: --world's, else 0)")
-    ap.add_argument("--fresh", action="store_true",
-                    help="a new controller per task (default: one per policy across the tasks, "
-                         "in order, as a bench run or a server keeps it)")
-    ap.add_argument("--seeds", type=_positive, default=1,
-                    help="replay under this many draws of the step noise; each task's speedup "
-                         "is then the mean over the draws, and the medians of each draw are "
-                         "shown as a range")
+    worlds.add_argument(
+        "--world",
+        type=Path,
+        default=None,
+        help="a bench results.json whose recorded verify times set what steps cost "
+        "(median per size) and their noise; the controller still starts from "
+        "--profile's table (default: the profile's table is the truth)",
+    )
+    worlds.add_argument(
+        "--world-sizes",
+        type=Path,
+        default=None,
+        help="a benchmarks/verify_sizes.py output whose medians set what steps cost "
+        "(instead of --world)",
+    )
+    ap.add_argument(
+        "--world-min-steps",
+        type=int,
+        default=5,
+        help="sizes with fewer recorded steps are interpolated in --world's curve",
+    )
+    ap.add_argument(
+        "--noise",
+        type=float,
+        default=None,
+        help="log-normal sigma of each step's cost (default: --world's, else 0)",
+    )
+    ap.add_argument(
+        "--fresh",
+        action="store_true",
+        help="a new controller per task (default: one per policy across the tasks, "
+        "in order, as a bench run or a server keeps it)",
+    )
+    ap.add_argument(
+        "--seeds",
+        type=_positive,
+        default=1,
+        help="replay under this many draws of the step noise; each task's speedup "
+        "is then the mean over the draws, and the medians of each draw are "
+        "shown as a range",
+    )
     a, tok, cases = parse_traces(ap, argv)
     cfg = _settings(a.profile, a.set)
     world = _world(a.world, a.noise, a.world_min_steps, a.world_sizes)
-    draws = [replay_all(tok, cases, a.policies.split(","), cfg, a.template, a.fresh,
-                        replace(world, seed=seed)) for seed in range(a.seeds)]
+    draws = [
+        replay_all(
+            tok, cases, a.policies.split(","), cfg, a.template, a.fresh, replace(world, seed=seed)
+        )
+        for seed in range(a.seeds)
+    ]
     rows = mean_rows(draws)
     summary = summarize_replay(rows)
     by_draw = [summarize_replay(d) for d in draws]
@@ -131,15 +165,27 @@ def main(argv: list[str] | None = None) -> int:
         tid = c.task["id"]
         sp = {r["policy"]: r["speedup"] for r in rows if r["task_id"] == tid}
         print(f"{tid:28} " + " ".join(f"{sp.get(p) or 0:10.2f}" for p in a.policies.split(",")))
-    print(f"{'median':28} " + " ".join(f"{summary[p]['median']:10.2f}" for p in a.policies.split(",")))
-    print(f"{'worst':28} " + " ".join(f"{summary[p]['worst']:10.2f}" for p in a.policies.split(",")))
+    print(
+        f"{'median':28} " + " ".join(f"{summary[p]['median']:10.2f}" for p in a.policies.split(","))
+    )
+    print(
+        f"{'worst':28} " + " ".join(f"{summary[p]['worst']:10.2f}" for p in a.policies.split(","))
+    )
     if a.seeds > 1:
-        print(f"{'median, range of draws':28} " + " ".join(
-            f"{min(d[p]['median'] for d in by_draw):>4.2f}-{max(d[p]['median'] for d in by_draw):<4.2f}"
-            .rjust(10) for p in a.policies.split(",")))
+        print(
+            f"{'median, range of draws':28} "
+            + " ".join(
+                f"{min(d[p]['median'] for d in by_draw):>4.2f}-{max(d[p]['median'] for d in by_draw):<4.2f}".rjust(
+                    10
+                )
+                for p in a.policies.split(",")
+            )
+        )
     if "oracle" in summary:  # (the share of the oracle needs the oracle's replay)
-        print(f"{'of oracle (median)':28} " + " ".join(
-            f"{summary[p]['of_oracle']:10.2f}" for p in a.policies.split(",")))
+        print(
+            f"{'of oracle (median)':28} "
+            + " ".join(f"{summary[p]['of_oracle']:10.2f}" for p in a.policies.split(","))
+        )
     bad = [p for p, s in summary.items() if not s["same_output"]]
     if bad:
         print(f"warning: replayed output differs from the record for {bad}", file=sys.stderr)

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     code = (Path(__file__).resolve().parents[1] / "edge_spec" / "core" / "loop.py").read_text()
     toks = rt.tokenize(code * 4, add_bos=True)
     rt.eval(toks[:512], rows=None)
-    extra, base = toks[512:512 + max(sizes)], rt.n_tokens
+    extra, base = toks[512 : 512 + max(sizes)], rt.n_tokens
     times: dict[int, list[float]] = {n: [] for n in sizes}
     for r in range(a.repeat):
         for n in sizes if r % 2 == 0 else sizes[::-1]:

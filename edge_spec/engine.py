@@ -60,8 +60,9 @@ ModelArg = str | os.PathLike[str] | Runtime
 Delta = Callable[[str], None]
 
 
-def load_runtime(model: str | os.PathLike[str], cfg: EngineConfig,
-                 n_ctx: int | None = None) -> Runtime:
+def load_runtime(
+    model: str | os.PathLike[str], cfg: EngineConfig, n_ctx: int | None = None
+) -> Runtime:
     """Resolve a model name/path and open it with the backend `cfg.runtime.backend` names.
 
     llama.cpp takes a GGUF file; ort takes an exported ONNX folder; torch takes a Hugging Face
@@ -106,9 +107,13 @@ class Engine:
     pairing with the drafter is checked (from file metadata) when the target loads.
     """
 
-    def __init__(self, model: ModelArg = DEMO_TARGET, drafter: ModelArg | None = None,
-                 config: EngineConfig | None = None,
-                 profile: str | os.PathLike[str] | Profile | None = None) -> None:
+    def __init__(
+        self,
+        model: ModelArg = DEMO_TARGET,
+        drafter: ModelArg | None = None,
+        config: EngineConfig | None = None,
+        profile: str | os.PathLike[str] | Profile | None = None,
+    ) -> None:
         prof = load_profile(profile) if profile is not None else None
         if prof is not None:  # a Profile, or a shipped profile name or .toml path
             config = prof.engine_config(config)
@@ -116,16 +121,18 @@ class Engine:
         # Which profile set the costs, for reports (`build_engine` says when it chose one).
         self.profile_label = str(prof.path or prof.name) if prof else BUILTIN_PROFILE
         if cfg.drafter.kind not in DRAFT_MODES:
-            raise UserError(f"unknown draft mode {cfg.drafter.kind!r}: use one of "
-                            f"{', '.join(DRAFT_MODES)}")
+            raise UserError(
+                f"unknown draft mode {cfg.drafter.kind!r}: use one of {', '.join(DRAFT_MODES)}"
+            )
         wants_drafter = drafter is not None and cfg.drafter.kind in ("hybrid", "model")
         if cfg.drafter.kind == "model" and not wants_drafter:
             raise UserError("--draft model needs a drafter model: pass --drafter NAME|PATH")
         self._model = model
         self._drafter = drafter if wants_drafter else None
         self._target: Runtime | None = model if _is_runtime(model) else None
-        self._drafter_rt: Runtime | None = drafter if wants_drafter and _is_runtime(drafter) \
-            else None
+        self._drafter_rt: Runtime | None = (
+            drafter if wants_drafter and _is_runtime(drafter) else None
+        )
         self.controller = Controller(cfg.controller)
         self._lock = threading.Lock()
         self._load_lock = threading.RLock()
@@ -204,48 +211,86 @@ class Engine:
             prompt = [{"role": "user", "content": prompt}]
         return chat_tokens(self.target, prompt)
 
-    def run_tokens(self, tokens: Sequence[int], gen: GenConfig,
-                   references: Sequence[str | Reference] = (), draft: str | None = None,
-                   on_delta: Delta | None = None,
-                   cancel: threading.Event | None = None) -> GenResult:
+    def run_tokens(
+        self,
+        tokens: Sequence[int],
+        gen: GenConfig,
+        references: Sequence[str | Reference] = (),
+        draft: str | None = None,
+        on_delta: Delta | None = None,
+        cancel: threading.Event | None = None,
+    ) -> GenResult:
         """Generate from prompt tokens; the lowest-level call every other one goes through."""
         refs = [Reference.of(r) for r in references]
         total = sum(len(r.text) for r in refs)
         cap = self.config.reference.max_reference_chars
         if total > cap:
-            raise UserError(f"references total {total} characters, over the cap of {cap}; "
-                            "pass smaller files")
+            raise UserError(
+                f"references total {total} characters, over the cap of {cap}; pass smaller files"
+            )
         if len(tokens) + 1 > self.target.n_ctx:
-            raise UserError(f"prompt of {len(tokens)} tokens does not fit the context of "
-                            f"{self.target.n_ctx}; shorten the input or raise --n-ctx")
+            raise UserError(
+                f"prompt of {len(tokens)} tokens does not fit the context of "
+                f"{self.target.n_ctx}; shorten the input or raise --n-ctx"
+            )
         gen = replace(gen, max_tokens=min(gen.max_tokens, self.target.n_ctx - len(tokens)))
         with self._lock:
-            return generate(self.target, tokens, self.drafters(gen.sampling, draft),
-                            self.controller, gen, refs, on_delta=on_delta, cancel=cancel)
+            return generate(
+                self.target,
+                tokens,
+                self.drafters(gen.sampling, draft),
+                self.controller,
+                gen,
+                refs,
+                on_delta=on_delta,
+                cancel=cancel,
+            )
 
-    def generate(self, prompt: str | Sequence[Message], *, max_tokens: int = 512,
-                 stop: Sequence[str] = (), sampling: SamplingSettings | None = None,
-                 references: Sequence[str | Reference] = (), chat: bool = True,
-                 draft: str | None = None, fixed_k: int | None = None,
-                 on_delta: Delta | None = None,
-                 cancel: threading.Event | None = None) -> GenResult:
+    def generate(
+        self,
+        prompt: str | Sequence[Message],
+        *,
+        max_tokens: int = 512,
+        stop: Sequence[str] = (),
+        sampling: SamplingSettings | None = None,
+        references: Sequence[str | Reference] = (),
+        chat: bool = True,
+        draft: str | None = None,
+        fixed_k: int | None = None,
+        on_delta: Delta | None = None,
+        cancel: threading.Event | None = None,
+    ) -> GenResult:
         """Generate a completion; `references` are texts the output is likely to copy."""
         gen = GenConfig(max_tokens, tuple(stop), sampling or SamplingSettings(), fixed_k)
-        return self.run_tokens(self.prompt_tokens(prompt, chat), gen, references, draft,
-                               on_delta, cancel)
+        return self.run_tokens(
+            self.prompt_tokens(prompt, chat), gen, references, draft, on_delta, cancel
+        )
 
     def stream_generate(self, prompt: str | Sequence[Message], **kw: Any) -> TextStreamIter:
         """Like `generate`, but yields text deltas; `close()` or `cancel()` stops within a step."""
-        return TextStreamIter(lambda on_delta, cancel: self.generate(
-            prompt, on_delta=on_delta, cancel=cancel, **kw))
+        return TextStreamIter(
+            lambda on_delta, cancel: self.generate(prompt, on_delta=on_delta, cancel=cancel, **kw)
+        )
 
-    def apply(self, original: str, update: str, instruction: str | None = None, *,
-              template: str | None = None, lang: str = "", max_tokens: int | None = None,
-              sampling: SamplingSettings | None = None, draft: DraftMode | None = None,
-              fixed_k: int | None = None, on_delta: Delta | None = None,
-              cancel: threading.Event | None = None, on_lazy: LazyPolicy = "keep",
-              engine: ApplyEngine = "auto", path: str | None = None,
-              guard: GuardMode | bool | None = None) -> ApplyResult:
+    def apply(
+        self,
+        original: str,
+        update: str,
+        instruction: str | None = None,
+        *,
+        template: str | None = None,
+        lang: str = "",
+        max_tokens: int | None = None,
+        sampling: SamplingSettings | None = None,
+        draft: DraftMode | None = None,
+        fixed_k: int | None = None,
+        on_delta: Delta | None = None,
+        cancel: threading.Event | None = None,
+        on_lazy: LazyPolicy = "keep",
+        engine: ApplyEngine = "auto",
+        path: str | None = None,
+        guard: GuardMode | bool | None = None,
+    ) -> ApplyResult:
         """Merge an edit snippet into a file.
 
         `engine`: "auto" returns the structural merge when it is sure of every hunk (no model
@@ -267,8 +312,9 @@ class Engine:
         check_policy(on_lazy)
         guard = guard_mode(self.config.apply.guard if guard is None else guard)
         if engine not in APPLY_ENGINES:
-            raise UserError(f"unknown apply engine {engine!r}: use one of "
-                            f"{', '.join(APPLY_ENGINES)}")
+            raise UserError(
+                f"unknown apply engine {engine!r}: use one of {', '.join(APPLY_ENGINES)}"
+            )
         merge = merge_of(original, update, lang, path)
         if engine == "merge" and not merge.exact:
             raise not_exact_error(merge)
@@ -283,22 +329,37 @@ class Engine:
                 if on_delta is not None:
                     on_delta(picked.text)
                 return picked
-        regions = None if engine in ("model", "merge") else self._regions(original, update,
-                                                                           merge, engine)
+        regions = (
+            None if engine in ("model", "merge") else self._regions(original, update, merge, engine)
+        )
 
-        def run(text: str, edit: str, merged: str, cb: Delta | None,
-                whole: MergeResult | None = None) -> ApplyResult:
-            plan = plan_apply(self.target, text, edit, instruction, template=template, lang=lang,
-                              max_tokens=max_tokens, merged=merged, guard=guard, merge=whole)
-            gen = GenConfig(plan.budget, plan.stop, sampling or SamplingSettings(), fixed_k,
-                            plan.guard)
-            out = self.run_tokens(plan.tokens, gen, plan.references, draft,
-                                  plan.stream_filter(cb), cancel)
+        def run(
+            text: str, edit: str, merged: str, cb: Delta | None, whole: MergeResult | None = None
+        ) -> ApplyResult:
+            plan = plan_apply(
+                self.target,
+                text,
+                edit,
+                instruction,
+                template=template,
+                lang=lang,
+                max_tokens=max_tokens,
+                merged=merged,
+                guard=guard,
+                merge=whole,
+            )
+            gen = GenConfig(
+                plan.budget, plan.stop, sampling or SamplingSettings(), fixed_k, plan.guard
+            )
+            out = self.run_tokens(
+                plan.tokens, gen, plan.references, draft, plan.stream_filter(cb), cancel
+            )
             return plan.finish(out.text, out.stats, out.tokens, on_lazy)
 
         if regions is not None:
-            res = run_regions(regions, lambda w, cb: run(w.original, w.snippet, w.merged, cb),
-                              on_delta, original)
+            res = run_regions(
+                regions, lambda w, cb: run(w.original, w.snippet, w.merged, cb), on_delta, original
+            )
         else:
             res = run(original, update, merge.text, on_delta, merge)
         res.verdicts, res.language = verdicts(merge), merge.language
@@ -307,8 +368,9 @@ class Engine:
             res.suspect = (found + [p for p in res.suspect if p not in found])[:MAX_PROBLEMS]
         return res
 
-    def _choose(self, original: str, update: str, merge: MergeResult,
-                instruction: str | None, lang: str) -> ApplyResult | None:
+    def _choose(
+        self, original: str, update: str, merge: MergeResult, instruction: str | None, lang: str
+    ) -> ApplyResult | None:
         """The file the target chooses among the placements the snippet allows, when it
         chooses every unsure hunk's by a clear margin (`apply.choose`); else None."""
         cfg = self.config.apply
@@ -319,23 +381,37 @@ class Engine:
             return None  # one reading left is the check's, not the target's choice
         t0 = time.perf_counter()
         with self._lock:
-            scored = choose(self.target, original, update, merge, choices, cfg, lang,
-                            instruction)
+            scored = choose(self.target, original, update, merge, choices, cfg, lang, instruction)
         if any(c.margin < cfg.choose_margin for c in scored):
             return None
         text = chosen_text(original, merge, scored)
-        stats = Stats(draft="none", finish_reason="stop",
-                      prefill_ms=(time.perf_counter() - t0) * 1e3)
-        res = ApplyResult(text=text, raw=text, stats=stats, template="", engine="choice",
-                          verdicts=verdicts(merge), language=merge.language)
-        res.choice = [{"hunk": c.hunk + 1, "candidates": len(c.edits),
-                       "lines": [c.winner.start + 1, c.winner.end],
-                       "margin": round(c.margin, 3)} for c in scored]
+        stats = Stats(
+            draft="none", finish_reason="stop", prefill_ms=(time.perf_counter() - t0) * 1e3
+        )
+        res = ApplyResult(
+            text=text,
+            raw=text,
+            stats=stats,
+            template="",
+            engine="choice",
+            verdicts=verdicts(merge),
+            language=merge.language,
+        )
+        res.choice = [
+            {
+                "hunk": c.hunk + 1,
+                "candidates": len(c.edits),
+                "lines": [c.winner.start + 1, c.winner.end],
+                "margin": round(c.margin, 3),
+            }
+            for c in scored
+        ]
         res.suspect = answer_problems(original, update, text, merge, confirmed=True)
         return res
 
-    def _regions(self, original: str, update: str, merge: MergeResult,
-                 engine: ApplyEngine) -> RegionPlan | None:
+    def _regions(
+        self, original: str, update: str, merge: MergeResult, engine: ApplyEngine
+    ) -> RegionPlan | None:
         """The windows the model rewrites; by region when the file would not fit the context."""
         plan = plan_regions(original, update, merge, self.config.apply, force=engine == "region")
         if plan is not None or engine == "region":
@@ -346,19 +422,32 @@ class Engine:
             return None
         return plan_regions(original, update, merge, self.config.apply, force=True)
 
-    def stream_apply(self, original: str, update: str, instruction: str | None = None,
-                     **kw: Any) -> TextStreamIter:
+    def stream_apply(
+        self, original: str, update: str, instruction: str | None = None, **kw: Any
+    ) -> TextStreamIter:
         """Like `apply`, streaming the merged file's text deltas."""
-        return TextStreamIter(lambda on_delta, cancel: self.apply(
-            original, update, instruction, on_delta=on_delta, cancel=cancel, **kw))
+        return TextStreamIter(
+            lambda on_delta, cancel: self.apply(
+                original, update, instruction, on_delta=on_delta, cancel=cancel, **kw
+            )
+        )
 
 
-def build_engine(model: str | None = None, drafter: str | None = None, *,
-                 profile: str | None = None, draft: str | None = None, n_ctx: int | None = None,
-                 threads: int | None = None, n_gpu_layers: int | None = None,
-                 k_max: int | None = None, runtime: str | None = None,
-                 bundle: str | None = None, verify_bundle: bool = False,
-                 guard: str | None = None) -> Engine:
+def build_engine(
+    model: str | None = None,
+    drafter: str | None = None,
+    *,
+    profile: str | None = None,
+    draft: str | None = None,
+    n_ctx: int | None = None,
+    threads: int | None = None,
+    n_gpu_layers: int | None = None,
+    k_max: int | None = None,
+    runtime: str | None = None,
+    bundle: str | None = None,
+    verify_bundle: bool = False,
+    guard: str | None = None,
+) -> Engine:
     """An Engine from command-line style options; precedence: option > profile > defaults.
 
     With no model, the demo pair (the profile's drafter model, if it names one). A `bundle`
@@ -371,15 +460,22 @@ def build_engine(model: str | None = None, drafter: str | None = None, *,
     if bundle is None and model is not None and is_bundle(model):
         bundle, model = model, None  # `--model BUNDLE`: the folder names the pair and runtime
     if bundle is not None:
-        model, drafter, runtime, recommended = _bundle_args(bundle, verify_bundle, model,
-                                                            drafter, runtime)
+        model, drafter, runtime, recommended = _bundle_args(
+            bundle, verify_bundle, model, drafter, runtime
+        )
     target = model or DEMO_TARGET
     backend = backend_name(runtime) if runtime else EngineConfig().runtime.backend
     prof, label = _choose_profile(profile, recommended, target, backend, n_gpu_layers or 0)
     cfg = prof.engine_config() if prof is not None else EngineConfig()
-    cfg = cfg.override(n_ctx=n_ctx, threads=threads, n_gpu_layers=n_gpu_layers, kind=draft,
-                       backend=backend_name(runtime) if runtime else None, k_max=k_max,
-                       guard=guard)
+    cfg = cfg.override(
+        n_ctx=n_ctx,
+        threads=threads,
+        n_gpu_layers=n_gpu_layers,
+        kind=draft,
+        backend=backend_name(runtime) if runtime else None,
+        k_max=k_max,
+        guard=guard,
+    )
     if drafter is None and model is None and cfg.drafter.kind in ("hybrid", "model"):
         drafter = cfg.drafter.model or DEMO_DRAFTER
     engine = Engine(target, drafter, cfg)
@@ -387,8 +483,9 @@ def build_engine(model: str | None = None, drafter: str | None = None, *,
     return engine
 
 
-def _choose_profile(profile: str | None, recommended: str | None, target: str, backend: str,
-                    n_gpu_layers: int) -> tuple[Profile | None, str]:
+def _choose_profile(
+    profile: str | None, recommended: str | None, target: str, backend: str, n_gpu_layers: int
+) -> tuple[Profile | None, str]:
     """(the profile, a label for reports): named > calibrated here > recommended > none."""
     if profile is not None and profile.strip().lower() == NO_PROFILE:
         return None, BUILTIN_PROFILE
@@ -407,8 +504,9 @@ def _choose_profile(profile: str | None, recommended: str | None, target: str, b
     return None, BUILTIN_PROFILE
 
 
-def _bundle_args(bundle: str, verify: bool, model: str | None, drafter: str | None,
-                 runtime: str | None) -> tuple[str, str | None, str, str | None]:
+def _bundle_args(
+    bundle: str, verify: bool, model: str | None, drafter: str | None, runtime: str | None
+) -> tuple[str, str | None, str, str | None]:
     """(model, drafter, runtime, recommended profile) with the bundle's filling what the
     options leave open."""
     b = load_bundle(bundle, verify)

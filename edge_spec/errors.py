@@ -18,9 +18,7 @@ class MissingExtraError(UserError):
     """A feature needs an optional dependency that is not installed."""
 
     def __init__(self, module: str, extra: str) -> None:
-        super().__init__(
-            f"this needs the '{module}' package: pip install 'edge-spec[{extra}]'"
-        )
+        super().__init__(f"this needs the '{module}' package: pip install 'edge-spec[{extra}]'")
 
 
 def require(module: str, extra: str):  # noqa: ANN201 - returns a module

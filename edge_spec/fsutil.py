@@ -102,14 +102,18 @@ def install_sigterm_handler() -> Callable[[], None]:
     >>> restore = install_sigterm_handler()
     >>> restore()
     """
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
         return lambda: None
     signal.signal(signal.SIGTERM, _sigterm_to_exit)
 
     def restore() -> None:
-        if (threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGTERM) is _sigterm_to_exit):
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) is _sigterm_to_exit
+        ):
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     return restore
@@ -124,12 +128,15 @@ def read_text_file(path: str | os.PathLike[str], what: str, max_bytes: int = 4_0
     if len(data) > max_bytes:
         raise UserError(f"{what} input is over the {max_bytes}-byte limit")
     if b"\0" in data:
-        raise UserError(f"{what} file {path} looks binary (it contains NUL bytes): pass a text file")
+        raise UserError(
+            f"{what} file {path} looks binary (it contains NUL bytes): pass a text file"
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UserError(f"{what} file {path} is not valid UTF-8 (byte {exc.start}): "
-                        "convert it to UTF-8 first") from None
+        raise UserError(
+            f"{what} file {path} is not valid UTF-8 (byte {exc.start}): convert it to UTF-8 first"
+        ) from None
 
 
 def _read_regular(p: Path, what: str, max_bytes: int) -> bytes:
@@ -143,12 +150,21 @@ def _read_regular(p: Path, what: str, max_bytes: int) -> bytes:
     if stat.S_ISDIR(st.st_mode):
         raise UserError(f"{what} path {p} is a directory: pass a file")
     if not stat.S_ISREG(st.st_mode):
-        kind = ("a character device" if stat.S_ISCHR(st.st_mode) else
-                "a block device" if stat.S_ISBLK(st.st_mode) else
-                "a pipe" if stat.S_ISFIFO(st.st_mode) else
-                "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
-        raise UserError(f"{what} path {p} is {kind}, not a text file: pass a regular file "
-                        "(or '-' for standard input)")
+        kind = (
+            "a character device"
+            if stat.S_ISCHR(st.st_mode)
+            else "a block device"
+            if stat.S_ISBLK(st.st_mode)
+            else "a pipe"
+            if stat.S_ISFIFO(st.st_mode)
+            else "a socket"
+            if stat.S_ISSOCK(st.st_mode)
+            else "not a regular file"
+        )
+        raise UserError(
+            f"{what} path {p} is {kind}, not a text file: pass a regular file "
+            "(or '-' for standard input)"
+        )
     if st.st_size > max_bytes:
         raise UserError(f"{what} file {p} is {st.st_size} bytes, over the {max_bytes}-byte limit")
     try:
@@ -172,6 +188,7 @@ def check_writable(dest: str | os.PathLike[str], what: str = "--out") -> Path:
         os.close(fd)
         os.unlink(name)
     except OSError as exc:
-        raise UserError(f"cannot write {what} {p}: {exc.strerror or exc}; pick a writable "
-                        "location") from None
+        raise UserError(
+            f"cannot write {what} {p}: {exc.strerror or exc}; pick a writable location"
+        ) from None
     return p

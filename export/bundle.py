@@ -85,15 +85,33 @@ class Manifest:
     format_version: int = FORMAT_VERSION
 
 
-def file_entry(root: Path, rel: str, role: str, fmt: str, quant: str = "",
-               source: str = "", architecture: str = "", converter: str = "") -> BundleFile:
+def file_entry(
+    root: Path,
+    rel: str,
+    role: str,
+    fmt: str,
+    quant: str = "",
+    source: str = "",
+    architecture: str = "",
+    converter: str = "",
+) -> BundleFile:
     """A manifest entry for `root/rel`, hashed now."""
     path = root / rel
-    return BundleFile(rel, role, fmt, path.stat().st_size, sha256_file(path), quant, source,
-                      architecture, converter)
+    return BundleFile(
+        rel,
+        role,
+        fmt,
+        path.stat().st_size,
+        sha256_file(path),
+        quant,
+        source,
+        architecture,
+        converter,
+    )
 
 
 # ---- writing -------------------------------------------------------------------------------
+
 
 def _toml(v: object) -> str:
     if isinstance(v, bool):
@@ -110,12 +128,16 @@ def _section(obj: object) -> list[str]:
 
 def manifest_toml(m: Manifest) -> str:
     """The manifest as TOML text that `parse_manifest` reads back to an equal Manifest."""
-    lines = ["# edge-spec bundle manifest: edit nothing by hand; re-export instead",
-             f"format_version = {m.format_version}",
-             f"created_by = {_toml(m.created_by)}",
-             f"default_runtime = {_toml(m.default_runtime)}",
-             f"recommended_profile = {_toml(m.recommended_profile)}", "", "[tokenizer]",
-             *_section(m.tokenizer)]
+    lines = [
+        "# edge-spec bundle manifest: edit nothing by hand; re-export instead",
+        f"format_version = {m.format_version}",
+        f"created_by = {_toml(m.created_by)}",
+        f"default_runtime = {_toml(m.default_runtime)}",
+        f"recommended_profile = {_toml(m.recommended_profile)}",
+        "",
+        "[tokenizer]",
+        *_section(m.tokenizer),
+    ]
     for table, items in (("files", m.files), ("checks", m.checks)):
         for item in items:
             lines += ["", f"[[{table}]]", *_section(item)]
@@ -130,10 +152,13 @@ def write_manifest(root: Path, m: Manifest) -> Path:
 
 # ---- reading -------------------------------------------------------------------------------
 
+
 def parse_manifest(text: str, where: Path) -> Manifest:
     """Parse and validate manifest TOML; errors name the key and the file."""
     if tomllib is None:  # pragma: no cover - Python 3.10 without tomli
-        raise UserError("reading bundles on Python 3.10 needs the 'tomli' package: pip install tomli")
+        raise UserError(
+            "reading bundles on Python 3.10 needs the 'tomli' package: pip install tomli"
+        )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -142,26 +167,41 @@ def parse_manifest(text: str, where: Path) -> Manifest:
     top = v.table(data, "", {f.name for f in fields(Manifest)})
     version = _need(v, top, "format_version", int)
     if version != FORMAT_VERSION:
-        raise UserError(f"{where}: bundle format {version} is not supported (this edge-spec "
-                        f"reads format {FORMAT_VERSION}); re-export the bundle")
-    tok = v.table(_need(v, top, "tokenizer", dict), "tokenizer",
-                  {f.name for f in fields(TokenizerInfo)})
+        raise UserError(
+            f"{where}: bundle format {version} is not supported (this edge-spec "
+            f"reads format {FORMAT_VERSION}); re-export the bundle"
+        )
+    tok = v.table(
+        _need(v, top, "tokenizer", dict), "tokenizer", {f.name for f in fields(TokenizerInfo)}
+    )
     tokenizer = TokenizerInfo(
         fingerprint=_need(v, tok, "tokenizer.fingerprint", str),
         vocab_size=_need(v, tok, "tokenizer.vocab_size", int, lo=1),
         vocab_type=v.get(tok, "tokenizer.vocab_type", str, ""),
         bos_id=v.get(tok, "tokenizer.bos_id", int, -1, lo=-1),
-        eos_id=v.get(tok, "tokenizer.eos_id", int, -1, lo=-1))
+        eos_id=v.get(tok, "tokenizer.eos_id", int, -1, lo=-1),
+    )
     files = tuple(_file(v, t, i) for i, t in enumerate(_list(v, top, "files")))
     checks = tuple(_check(v, t, i) for i, t in enumerate(_list(v, top, "checks", required=False)))
-    return Manifest(files=files, tokenizer=tokenizer, checks=checks, format_version=version,
-                    default_runtime=v.choice(top, "default_runtime", RUNTIMES, "llamacpp"),
-                    recommended_profile=v.get(top, "recommended_profile", str, ""),
-                    created_by=v.get(top, "created_by", str, ""))
+    return Manifest(
+        files=files,
+        tokenizer=tokenizer,
+        checks=checks,
+        format_version=version,
+        default_runtime=v.choice(top, "default_runtime", RUNTIMES, "llamacpp"),
+        recommended_profile=v.get(top, "recommended_profile", str, ""),
+        created_by=v.get(top, "created_by", str, ""),
+    )
 
 
-def _need(v: Any, tbl: dict[str, Any], key: str, typ: type,
-          choices: tuple[str, ...] | None = None, **kw: Any) -> Any:
+def _need(
+    v: Any,
+    tbl: dict[str, Any],
+    key: str,
+    typ: type,
+    choices: tuple[str, ...] | None = None,
+    **kw: Any,
+) -> Any:
     """A required key: missing is an error naming it; then the usual type/range/choice check."""
     short = key.rsplit(".", 1)[-1]
     if short not in tbl:
@@ -184,29 +224,35 @@ def _file(v: Any, tbl: Any, i: int) -> BundleFile:
     sha = _need(v, t, f"{name}.sha256", str)
     if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
         raise v.fail(f"{name}.sha256", "must be 64 lowercase hex digits")
-    return BundleFile(path=_need(v, t, f"{name}.path", str),
-                      role=_need(v, t, f"{name}.role", str, ROLES),
-                      format=_need(v, t, f"{name}.format", str, FORMATS),
-                      size=_need(v, t, f"{name}.size", int, lo=0), sha256=sha,
-                      quant=v.get(t, f"{name}.quant", str, ""),
-                      source=v.get(t, f"{name}.source", str, ""),
-                      architecture=v.get(t, f"{name}.architecture", str, ""),
-                      converter=v.get(t, f"{name}.converter", str, ""))
+    return BundleFile(
+        path=_need(v, t, f"{name}.path", str),
+        role=_need(v, t, f"{name}.role", str, ROLES),
+        format=_need(v, t, f"{name}.format", str, FORMATS),
+        size=_need(v, t, f"{name}.size", int, lo=0),
+        sha256=sha,
+        quant=v.get(t, f"{name}.quant", str, ""),
+        source=v.get(t, f"{name}.source", str, ""),
+        architecture=v.get(t, f"{name}.architecture", str, ""),
+        converter=v.get(t, f"{name}.converter", str, ""),
+    )
 
 
 def _check(v: Any, tbl: Any, i: int) -> CheckResult:
     name = f"checks[{i}]"
     t = v.table(tbl, name, {f.name for f in fields(CheckResult)})
-    return CheckResult(path=_need(v, t, f"{name}.path", str),
-                       role=_need(v, t, f"{name}.role", str, ROLES[:2]),
-                       reference=v.get(t, f"{name}.reference", str, ""),
-                       tokens=v.get(t, f"{name}.tokens", int, 0, lo=0),
-                       agreement=v.get(t, f"{name}.agreement", float, 0.0, lo=0.0, hi=1.0),
-                       first_divergence=v.get(t, f"{name}.first_divergence", int, -1, lo=-1),
-                       max_logit_diff=v.get(t, f"{name}.max_logit_diff", float, -1.0, lo=-1.0))
+    return CheckResult(
+        path=_need(v, t, f"{name}.path", str),
+        role=_need(v, t, f"{name}.role", str, ROLES[:2]),
+        reference=v.get(t, f"{name}.reference", str, ""),
+        tokens=v.get(t, f"{name}.tokens", int, 0, lo=0),
+        agreement=v.get(t, f"{name}.agreement", float, 0.0, lo=0.0, hi=1.0),
+        first_divergence=v.get(t, f"{name}.first_divergence", int, -1, lo=-1),
+        max_logit_diff=v.get(t, f"{name}.max_logit_diff", float, -1.0, lo=-1.0),
+    )
 
 
 # ---- loading -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Bundle:
@@ -231,9 +277,11 @@ class Bundle:
         target = self.model_path("target", fmt)
         if target is None:
             have = sorted({f.format for f in self.manifest.files if f.role == "target"})
-            raise UserError(f"bundle {self.root} has no {fmt} target for runtime {rt} (it has: "
-                            f"{', '.join(have)}); pick another --runtime or re-export with "
-                            f"--format {fmt}")
+            raise UserError(
+                f"bundle {self.root} has no {fmt} target for runtime {rt} (it has: "
+                f"{', '.join(have)}); pick another --runtime or re-export with "
+                f"--format {fmt}"
+            )
         return target, self.model_path("drafter", fmt), rt
 
 
@@ -264,10 +312,18 @@ def safe_path(root: Path, rel: str, where: Path) -> Path:
     """root/rel, refusing absolute paths, `..`, and symlinks that lead out of the bundle."""
     parts = rel.split("/")
     # NUL and control characters: the OS refuses NUL (ValueError), and none belong in a name.
-    if not rel or "\\" in rel or Path(rel).is_absolute() or ":" in parts[0] \
-            or any(p in ("", ".", "..") for p in parts) or any(ord(c) < 32 for c in rel):
-        raise UserError(f"{where}: file path {rel!r} must be a plain relative path inside "
-                        "the bundle (no '..', no absolute path, no control characters)")
+    if (
+        not rel
+        or "\\" in rel
+        or Path(rel).is_absolute()
+        or ":" in parts[0]
+        or any(p in ("", ".", "..") for p in parts)
+        or any(ord(c) < 32 for c in rel)
+    ):
+        raise UserError(
+            f"{where}: file path {rel!r} must be a plain relative path inside "
+            "the bundle (no '..', no absolute path, no control characters)"
+        )
     full = root / rel
     real_root = root.resolve()
     if not full.resolve().is_relative_to(real_root):
@@ -296,23 +352,29 @@ def _check_layout(root: Path, m: Manifest, where: Path) -> None:
 def _verify_file(root: Path, f: BundleFile, cache: HashCache, full: bool) -> None:
     path = root / f.path
     if path.is_symlink() or not path.is_file():
-        raise UserError(f"bundle {root}: {f.path} is missing or not a regular file; re-export "
-                        "the bundle")
+        raise UserError(
+            f"bundle {root}: {f.path} is missing or not a regular file; re-export the bundle"
+        )
     st = path.stat()
     if st.st_size != f.size:
-        raise UserError(f"bundle {root}: {f.path} is {st.st_size} bytes, the manifest says "
-                        f"{f.size}: the file was changed or truncated; re-export the bundle")
+        raise UserError(
+            f"bundle {root}: {f.path} is {st.st_size} bytes, the manifest says "
+            f"{f.size}: the file was changed or truncated; re-export the bundle"
+        )
     key = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, f.sha256]
     if not full and cache.get(f.path) == key:
         return
     if sha256_file(path) != f.sha256:
-        raise UserError(f"bundle {root}: {f.path} does not match its SHA-256 in {MANIFEST}: "
-                        "the file was changed or corrupted; re-export the bundle")
+        raise UserError(
+            f"bundle {root}: {f.path} does not match its SHA-256 in {MANIFEST}: "
+            "the file was changed or corrupted; re-export the bundle"
+        )
     cache.put(f.path, key)
 
 
-def bundle_models(folder: str | os.PathLike[str], runtime: str | None = None,
-                  verify: bool = False) -> tuple[Path, Path | None, str]:
+def bundle_models(
+    folder: str | os.PathLike[str], runtime: str | None = None, verify: bool = False
+) -> tuple[Path, Path | None, str]:
     """(target path, drafter path or None, runtime) of a verified bundle for `runtime`
     (default: the manifest's default_runtime)."""
     return load_bundle(folder, verify).models(runtime)
@@ -320,6 +382,10 @@ def bundle_models(folder: str | os.PathLike[str], runtime: str | None = None,
 
 def tokenizer_info(v: Any) -> TokenizerInfo:
     """The manifest's [tokenizer] table from a VocabInfo."""
-    return TokenizerInfo(fingerprint=v.fingerprint, vocab_size=v.size, vocab_type=v.vocab_type,
-                         bos_id=-1 if v.bos_id is None else v.bos_id,
-                         eos_id=-1 if v.eos_id is None else v.eos_id)
+    return TokenizerInfo(
+        fingerprint=v.fingerprint,
+        vocab_size=v.size,
+        vocab_type=v.vocab_type,
+        bos_id=-1 if v.bos_id is None else v.bos_id,
+        eos_id=-1 if v.eos_id is None else v.eos_id,
+    )

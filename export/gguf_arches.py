@@ -39,19 +39,26 @@ def _gemma3(w: Any, cfg: Config, folder: Path) -> None:
     hd, n = head_dim(cfg), int(cfg["num_hidden_layers"])
     scalar = cfg.get("query_pre_attn_scalar", hd)
     if scalar != hd:
-        raise UserError(f"{folder}: query_pre_attn_scalar {scalar} differs from head_dim "
-                        f"{hd}; llama.cpp scales Gemma 3 attention by head_dim")
-    expected = ["full_attention" if (i + 1) % GEMMA3_SWA_PERIOD == 0 else "sliding_attention"
-                for i in range(n)]
+        raise UserError(
+            f"{folder}: query_pre_attn_scalar {scalar} differs from head_dim "
+            f"{hd}; llama.cpp scales Gemma 3 attention by head_dim"
+        )
+    expected = [
+        "full_attention" if (i + 1) % GEMMA3_SWA_PERIOD == 0 else "sliding_attention"
+        for i in range(n)
+    ]
     if cfg.get("layer_types") and list(cfg["layer_types"]) != expected:
-        raise UserError(f"{folder}: layer_types do not follow Gemma 3's pattern of "
-                        f"{GEMMA3_SWA_PERIOD - 1} sliding-window layers then one global layer, "
-                        "which llama.cpp assumes")
+        raise UserError(
+            f"{folder}: layer_types do not follow Gemma 3's pattern of "
+            f"{GEMMA3_SWA_PERIOD - 1} sliding-window layers then one global layer, "
+            "which llama.cpp assumes"
+        )
     if cfg.get("attn_logit_softcapping") is not None:
         raise UserError(f"{folder}: attn_logit_softcapping is set; llama.cpp's Gemma 3 has none")
     params = cfg.get("rope_parameters") or {}
-    local = (params.get("sliding_attention") or {}).get("rope_theta",
-                                                       cfg.get("rope_local_base_freq", 10000.0))
+    local = (params.get("sliding_attention") or {}).get(
+        "rope_theta", cfg.get("rope_local_base_freq", 10000.0)
+    )
     w.add_rope_freq_base_swa(float(local))
     w.add_sliding_window(int(cfg["sliding_window"]))
     if cfg.get("final_logit_softcapping"):
@@ -61,18 +68,22 @@ def _gemma3(w: Any, cfg: Config, folder: Path) -> None:
 def _phi3(w: Any, cfg: Config, folder: Path) -> None:
     params = {**(cfg.get("rope_parameters") or {}), **(cfg.get("rope_scaling") or {})}
     if params.get("long_factor") or params.get("short_factor"):
-        raise UserError(f"{folder}: LongRoPE (Phi-3 128k) is not supported by this converter; "
-                        "use a 4k-context Phi-3 or Phi-4 checkpoint")
+        raise UserError(
+            f"{folder}: LongRoPE (Phi-3 128k) is not supported by this converter; "
+            "use a 4k-context Phi-3 or Phi-4 checkpoint"
+        )
     orig = int(cfg.get("original_max_position_embeddings") or cfg["max_position_embeddings"])
     w.add_rope_scaling_orig_ctx_len(orig)
     w.add_sliding_window(int(cfg.get("sliding_window") or 0))  # 0: no window (Phi-4)
 
 
 def _granite(w: Any, cfg: Config, folder: Path) -> None:
-    for key, add in (("attention_multiplier", w.add_attention_scale),
-                     ("embedding_multiplier", w.add_embedding_scale),
-                     ("residual_multiplier", w.add_residual_scale),
-                     ("logits_scaling", w.add_logit_scale)):
+    for key, add in (
+        ("attention_multiplier", w.add_attention_scale),
+        ("embedding_multiplier", w.add_embedding_scale),
+        ("residual_multiplier", w.add_residual_scale),
+        ("logits_scaling", w.add_logit_scale),
+    ):
         if cfg.get(key):
             add(float(cfg[key]))
 
@@ -115,8 +126,11 @@ def norm_eps(cfg: Config) -> float:
 
 def transform(arch: Arch, cfg: Config, name: str, arr: Any) -> Any:
     """A tensor as llama.cpp wants it: Q/K rows interleaved, Gemma norms shifted."""
-    if arch.interleave_qk and name.startswith("blk.") and (".attn_q." in name or
-                                                            ".attn_k." in name):
+    if (
+        arch.interleave_qk
+        and name.startswith("blk.")
+        and (".attn_q." in name or ".attn_k." in name)
+    ):
         heads = int(cfg["num_attention_heads"])
         if ".attn_k." in name:
             heads = int(cfg.get("num_key_value_heads") or heads)
@@ -130,4 +144,3 @@ def _rope_interleave(w: Any, n_head: int) -> Any:
     """HF llama stores each head's rotary pairs as two halves; GGUF wants them interleaved."""
     half = w.shape[0] // n_head // 2
     return w.reshape(n_head, 2, half, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-

@@ -23,15 +23,37 @@ from edge_spec.runtimes.base import VocabInfo, fingerprint
 from edge_spec.store.validate import check_gguf
 
 # GGUF value type id -> struct format of the scalar types; 8 is string, 9 is array.
-_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
-           10: "<Q", 11: "<q", 12: "<d"}
+_SCALAR = {
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
+}
 _STRING, _ARRAY = 8, 9
-_VOCAB_KEYS = ("tokenizer.ggml.model", "tokenizer.ggml.tokens", "tokenizer.ggml.bos_token_id",
-               "tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
-               "tokenizer.ggml.eom_token_id")
+_VOCAB_KEYS = (
+    "tokenizer.ggml.model",
+    "tokenizer.ggml.tokens",
+    "tokenizer.ggml.bos_token_id",
+    "tokenizer.ggml.eos_token_id",
+    "tokenizer.ggml.eot_token_id",
+    "tokenizer.ggml.eom_token_id",
+)
 # tokenizer.ggml.model -> the vocab type name llama.cpp reports (runtimes/llamacpp.py).
-_GGUF_VOCAB_TYPES = {"gpt2": "bpe", "llama": "spm", "bert": "wpm", "t5": "ugm", "rwkv": "rwkv",
-                     "no_vocab": "none"}
+_GGUF_VOCAB_TYPES = {
+    "gpt2": "bpe",
+    "llama": "spm",
+    "bert": "wpm",
+    "t5": "ugm",
+    "rwkv": "rwkv",
+    "no_vocab": "none",
+}
 _HF_VOCAB_TYPES = {"BPE": "bpe", "Unigram": "ugm", "WordPiece": "wpm"}
 
 
@@ -49,7 +71,7 @@ class _Cursor:
 
     def string(self) -> str:
         n = self.scalar(10)
-        raw = bytes(self.buf[self.pos:self.pos + n])
+        raw = bytes(self.buf[self.pos : self.pos + n])
         self.pos += n
         return raw.decode("utf-8", "replace")
 
@@ -92,9 +114,15 @@ def gguf_vocab(path: str | os.PathLike[str]) -> VocabInfo:
     eog = {f.get(f"tokenizer.ggml.{k}_token_id") for k in ("eos", "eot", "eom")} - {None}
     vtype = _GGUF_VOCAB_TYPES.get(str(f.get("tokenizer.ggml.model")), "unknown")
     # Same fingerprint inputs as LlamaCppRuntime.vocab: bos None when absent, eos -1.
-    return VocabInfo(size=len(texts), vocab_type=vtype, bos_id=bos, eos_id=eos,
-                     eog_ids=frozenset(eog), fingerprint=fingerprint(texts, bos, -1 if eos is None else eos),
-                     token_text=texts)
+    return VocabInfo(
+        size=len(texts),
+        vocab_type=vtype,
+        bos_id=bos,
+        eos_id=eos,
+        eog_ids=frozenset(eog),
+        fingerprint=fingerprint(texts, bos, -1 if eos is None else eos),
+        token_text=texts,
+    )
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -117,12 +145,18 @@ def _special_ids(folder: Path) -> tuple[int | None, int | None, int]:
     """(bos, eos, model vocab size) from config.json or an ONNX genai_config.json."""
     if (folder / "config.json").is_file():
         cfg = _json(folder / "config.json")
-        return _first(cfg.get("bos_token_id")), _first(cfg.get("eos_token_id")), \
-            int(cfg.get("vocab_size") or 0)
+        return (
+            _first(cfg.get("bos_token_id")),
+            _first(cfg.get("eos_token_id")),
+            int(cfg.get("vocab_size") or 0),
+        )
     if (folder / "genai_config.json").is_file():
         model = _json(folder / "genai_config.json").get("model") or {}
-        return _first(model.get("bos_token_id")), _first(model.get("eos_token_id")), \
-            int(model.get("vocab_size") or 0)
+        return (
+            _first(model.get("bos_token_id")),
+            _first(model.get("eos_token_id")),
+            int(model.get("vocab_size") or 0),
+        )
     return None, None, 0
 
 
@@ -142,10 +176,15 @@ def folder_vocab(folder: str | os.PathLike[str]) -> VocabInfo:
     vtype = _HF_VOCAB_TYPES.get(str(model.get("type")), "unknown")
     if vtype == "bpe" and model.get("byte_fallback"):
         vtype = "spm"  # a SentencePiece-style BPE (llama 2): llama.cpp loads it as spm
-    return VocabInfo(size=n, vocab_type=vtype, bos_id=bos, eos_id=eos,
-                     eog_ids=frozenset({eos} - {None}),
-                     fingerprint=fingerprint(texts, bos, -1 if eos is None else eos),
-                     token_text=texts)
+    return VocabInfo(
+        size=n,
+        vocab_type=vtype,
+        bos_id=bos,
+        eos_id=eos,
+        eog_ids=frozenset({eos} - {None}),
+        fingerprint=fingerprint(texts, bos, -1 if eos is None else eos),
+        token_text=texts,
+    )
 
 
 def model_vocab(path: str | os.PathLike[str]) -> VocabInfo:

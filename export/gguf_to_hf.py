@@ -17,8 +17,9 @@ from edge_spec.fsutil import temp_dir
 from edge_spec.runtimes.gguf_torch import load_gguf_model
 
 
-def gguf_to_hf(src: str | os.PathLike[str], out: str | os.PathLike[str],
-               dtype: str = "float32") -> Path:
+def gguf_to_hf(
+    src: str | os.PathLike[str], out: str | os.PathLike[str], dtype: str = "float32"
+) -> Path:
     """Write a safetensors checkpoint of GGUF `src` to folder `out`, atomically (temp + rename)."""
     out = Path(out)
     if out.exists():

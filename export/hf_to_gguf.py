@@ -27,10 +27,14 @@ from edge_spec.store.checkpoint import check_hf_checkpoint
 OUT_TYPES = ("f16", "f32")
 # Pre-tokenizer split regexes of known vocabularies -> llama.cpp's pre-tokenizer name. These are
 # the published patterns of the Qwen2 and Llama 3 tokenizers (data, not code).
-_QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
-                r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-_LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}"
-                 r"\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
+    r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}"
+    r"\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 _SPLITS = {_QWEN2_SPLIT: "qwen2", _LLAMA3_SPLIT: "llama-bpe"}
 _ST_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64}
 _SKIPPED = ("rotary_emb.inv_freq",)
@@ -57,13 +61,19 @@ def read_config(folder: Path) -> dict[str, Any]:
         raise UserError(f"{folder}/config.json: cannot read it ({exc})") from None
     if not isinstance(cfg, dict) or arch_of(cfg) is None:
         kind = cfg.get("model_type") if isinstance(cfg, dict) else None
-        raise UserError(f"{folder}: model_type {kind!r} is not supported for GGUF export; "
-                        f"supported: {', '.join(ARCHES)}")
+        raise UserError(
+            f"{folder}: model_type {kind!r} is not supported for GGUF export; "
+            f"supported: {', '.join(ARCHES)}"
+        )
     return cfg
 
 
-def hf_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], out_type: str = "f16",
-               progress: Progress | None = None) -> Path:
+def hf_to_gguf(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    out_type: str = "f16",
+    progress: Progress | None = None,
+) -> Path:
     """Convert checkpoint folder `src` into GGUF file `dst` (written atomically)."""
     gguf = require("gguf", "export")
     if out_type not in OUT_TYPES:
@@ -112,8 +122,10 @@ def _plan(folder: Path, cfg: dict[str, Any], arch: str) -> list[tuple[str, _Tens
             continue  # recomputed by llama.cpp / the same matrix as the embeddings
         name = names.get_name(t.name, try_suffixes=(".weight", ".bias"))
         if name is None:
-            raise UserError(f"{folder}: tensor {t.name!r} has no GGUF name for {arch}; "
-                            "this checkpoint has parts the converter does not know")
+            raise UserError(
+                f"{folder}: tensor {t.name!r} has no GGUF name for {arch}; "
+                "this checkpoint has parts the converter does not know"
+            )
         out.append((name, t))
     if not out:
         raise UserError(f"{folder}: the safetensors files hold no tensors")
@@ -147,8 +159,9 @@ def _entry(path: Path, name: str, info: Any, base: int, size: int) -> _Tensor:
     except (KeyError, TypeError, ValueError):
         raise UserError(f"{path}: bad safetensors entry for {name!r}") from None
     if dtype not in _ST_DTYPES:
-        raise UserError(f"{path}: tensor {name!r} is {dtype}; export supports "
-                        f"{', '.join(_ST_DTYPES)} weights")
+        raise UserError(
+            f"{path}: tensor {name!r} is {dtype}; export supports {', '.join(_ST_DTYPES)} weights"
+        )
     nbytes = math.prod(shape) * np.dtype(_ST_DTYPES[dtype]).itemsize
     if not base <= start <= end <= size or end - start != nbytes:
         raise UserError(f"{path}: tensor {name!r} lies outside the file or has the wrong size")
@@ -174,8 +187,9 @@ def _rope(cfg: dict[str, Any]) -> tuple[float, dict[str, Any]]:
     return float(theta), scaling
 
 
-def _add_hparams(w: Any, gguf: Any, cfg: dict[str, Any], folder: Path, out_type: str,
-                 arch: Arch) -> None:
+def _add_hparams(
+    w: Any, gguf: Any, cfg: dict[str, Any], folder: Path, out_type: str, arch: Arch
+) -> None:
     """Model hyperparameters from config.json under the GGUF keys llama.cpp reads."""
     try:
         hidden, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
@@ -210,8 +224,10 @@ def _add_hparams(w: Any, gguf: Any, cfg: dict[str, Any], folder: Path, out_type:
         w.add_rope_scaling_factor(float(scaling["factor"]))
         w.add_rope_scaling_orig_ctx_len(int(scaling["original_max_position_embeddings"]))
     elif kind != "default":
-        raise UserError(f"{folder}: rope scaling {kind!r} is not supported by this converter "
-                        "(supported: none, linear, yarn)")
+        raise UserError(
+            f"{folder}: rope scaling {kind!r} is not supported by this converter "
+            "(supported: none, linear, yarn)"
+        )
     ftype = gguf.LlamaFileType.MOSTLY_F16 if out_type == "f16" else gguf.LlamaFileType.ALL_F32
     w.add_file_type(ftype)
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
@@ -231,8 +247,10 @@ def pre_tokenizer_name(tok: dict[str, Any]) -> str:
         pattern = (steps[0].get("pattern") or {}).get("Regex")
         if pattern in _SPLITS:
             return _SPLITS[pattern]
-    raise UserError(f"tokenizer.json: pre-tokenizer {kinds} is not one this converter knows "
-                    "(GPT-2, SmolLM, Qwen2, Llama 3 byte-level BPE)")
+    raise UserError(
+        f"tokenizer.json: pre-tokenizer {kinds} is not one this converter knows "
+        "(GPT-2, SmolLM, Qwen2, Llama 3 byte-level BPE)"
+    )
 
 
 def _looks_special(text: str) -> bool:
@@ -249,11 +267,14 @@ def vocab_from_tokenizer(folder: Path, cfg: dict[str, Any]) -> tuple[list[str], 
         model, added = tok["model"], tok.get("added_tokens") or []
         vocab: dict[str, int] = model["vocab"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{path}: cannot read the tokenizer ({exc}); a tokenizer.json is "
-                        "needed for GGUF export") from None
+        raise UserError(
+            f"{path}: cannot read the tokenizer ({exc}); a tokenizer.json is needed for GGUF export"
+        ) from None
     if model.get("type") != "BPE" or model.get("byte_fallback"):
-        raise UserError(f"{path}: only byte-level BPE tokenizers (GPT-2 style) are supported, "
-                        f"not {model.get('type')}{' with byte fallback' if model.get('byte_fallback') else ''}")
+        raise UserError(
+            f"{path}: only byte-level BPE tokenizers (GPT-2 style) are supported, "
+            f"not {model.get('type')}{' with byte fallback' if model.get('byte_fallback') else ''}"
+        )
     pre = pre_tokenizer_name(tok)
     ids = list(vocab.values()) + [int(a["id"]) for a in added]
     n = max(int(cfg.get("vocab_size") or 0), max(ids) + 1)

@@ -47,13 +47,25 @@ from pathlib import Path
 from edge_spec.errors import MissingExtraError, UserError
 from edge_spec.store.checkpoint import check_hf_checkpoint, check_onnx_dir
 
-QUANTS = {"int4": "int4", "int8": "int8", "fp32": "fp32", "none": "fp32", "fp16": "fp16",
-          "bf16": "bf16"}
+QUANTS = {
+    "int4": "int4",
+    "int8": "int8",
+    "fp32": "fp32",
+    "none": "fp32",
+    "fp16": "fp16",
+    "bf16": "bf16",
+}
 PROVIDERS = ("cpu", "cuda")
 EXPORTERS = ("builder", "optimum")
 # Files the runtime reads besides the graph; copied from the source when the exporter did not.
-AUX_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-             "chat_template.jinja", "generation_config.json", "config.json")
+AUX_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "generation_config.json",
+    "config.json",
+)
 # Architectures the model builder of the pinned onnxruntime-genai cannot export, found on tiny
 # checkpoints of each family: (reason, or None for "unknown to it"). Gemma 3's builder reads a
 # flat `rope_type`, and transformers 5 keeps Gemma 3's RoPE per layer type.
@@ -65,9 +77,14 @@ BUILDER_GAPS: dict[str, str | None] = {
 INT4_OPTIONS = {"op_types_to_quantize": "MatMul/Gather"}
 
 
-def export_onnx(hf_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str],
-                quant: str = "int8", provider: str = "cpu", exporter: str = "builder",
-                extra_options: dict[str, str] | None = None) -> Path:
+def export_onnx(
+    hf_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    quant: str = "int8",
+    provider: str = "cpu",
+    exporter: str = "builder",
+    extra_options: dict[str, str] | None = None,
+) -> Path:
     """Export checkpoint `hf_dir` to ONNX folder `out_dir` (atomically); returns `out_dir`."""
     hf = check_hf_checkpoint(hf_dir)
     out = Path(out_dir)
@@ -102,7 +119,9 @@ def _validate(out: Path, quant: str, provider: str, exporter: str) -> str:
     if precision is None:
         raise UserError(f"unknown ONNX quantization {quant!r}: use int4, int8 or none (fp32)")
     if precision in ("fp16", "bf16") and provider != "cuda":
-        raise UserError(f"ONNX {precision} is for CUDA only: pass provider cuda, or int8/fp32 for CPU")
+        raise UserError(
+            f"ONNX {precision} is for CUDA only: pass provider cuda, or int8/fp32 for CPU"
+        )
     if exporter == "optimum" and precision != "fp32":
         raise UserError("the optimum exporter writes fp32 only here; use the builder for int4/int8")
     return precision
@@ -139,21 +158,41 @@ def check_builder_supports(hf: Path) -> None:
     if reason is not None and kind == "gemma3_text" and not nested:
         return
     why = reason or f"it does not know the {kind} architecture"
-    raise UserError(f"onnxruntime-genai {builder_version()}'s ONNX model builder cannot export "
-                    f"{hf.name} ({kind}): {why}; export it with --format gguf")
+    raise UserError(
+        f"onnxruntime-genai {builder_version()}'s ONNX model builder cannot export "
+        f"{hf.name} ({kind}): {why}; export it with --format gguf"
+    )
 
 
-def _run_builder(hf: Path, built: Path, work: Path, precision: str, provider: str,
-                 extra: dict[str, str]) -> None:
+def _run_builder(
+    hf: Path, built: Path, work: Path, precision: str, provider: str, extra: dict[str, str]
+) -> None:
     """onnxruntime-genai's model builder in a child process, offline, logging to a file."""
-    for module, extra_name in (("onnxruntime_genai", "export"), ("onnx_ir", "export"),
-                               ("onnx", "export"), ("torch", "export"),
-                               ("transformers", "export")):
+    for module, extra_name in (
+        ("onnxruntime_genai", "export"),
+        ("onnx_ir", "export"),
+        ("onnx", "export"),
+        ("torch", "export"),
+        ("transformers", "export"),
+    ):
         if importlib.util.find_spec(module) is None:
             raise MissingExtraError(module, extra_name)
     options = {**(INT4_OPTIONS if precision == "int4" else {}), **extra}
-    cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(hf),
-           "-o", str(built), "-p", precision, "-e", provider, "-c", str(work / "cache")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "onnxruntime_genai.models.builder",
+        "-i",
+        str(hf),
+        "-o",
+        str(built),
+        "-p",
+        precision,
+        "-e",
+        provider,
+        "-c",
+        str(work / "cache"),
+    ]
     if options:
         cmd += ["--extra_options", *(f"{k}={v}" for k, v in options.items())]
     _run("the ONNX model builder", cmd, work / "builder.log")
@@ -161,14 +200,27 @@ def _run_builder(hf: Path, built: Path, work: Path, precision: str, provider: st
 
 def _run_optimum(hf: Path, built: Path, work: Path, provider: str) -> None:
     """optimum-cli's exporter on a staged copy of the checkpoint with a 4.x-readable config."""
-    if importlib.util.find_spec("optimum") is None or \
-            importlib.util.find_spec("optimum.exporters.onnx") is None:
-        raise UserError("the optimum exporter needs 'optimum-onnx': pip install "
-                        "'edge-spec[optimum]' in a separate environment (it pins "
-                        "transformers<4.58), or use the default builder exporter")
+    if (
+        importlib.util.find_spec("optimum") is None
+        or importlib.util.find_spec("optimum.exporters.onnx") is None
+    ):
+        raise UserError(
+            "the optimum exporter needs 'optimum-onnx': pip install "
+            "'edge-spec[optimum]' in a separate environment (it pins "
+            "transformers<4.58), or use the default builder exporter"
+        )
     staged = _stage_for_optimum(hf, work / "staged")
-    cmd = [sys.executable, "-m", "optimum.commands.optimum_cli", "export", "onnx",
-           "--model", str(staged), "--task", "text-generation-with-past"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "optimum.commands.optimum_cli",
+        "export",
+        "onnx",
+        "--model",
+        str(staged),
+        "--task",
+        "text-generation-with-past",
+    ]
     if provider == "cuda":
         cmd += ["--device", "cuda"]
     _run("optimum's ONNX exporter", [*cmd, str(built)], work / "optimum.log")
@@ -194,19 +246,27 @@ def _stage_for_optimum(hf: Path, staged: Path) -> Path:
 
 def _run(what: str, cmd: list[str], log: Path) -> None:
     """Run an exporter offline; a failure is a UserError with its last error line."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "HF_DATASETS_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+    }
     with open(log, "wb") as fh:
-        rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
-                            stdin=subprocess.DEVNULL, check=False).returncode
+        rc = subprocess.run(
+            cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL, check=False
+        ).returncode
     if rc != 0:
         raise UserError(f"{what} failed (exit {rc}): {_last_error(log)}")
 
 
 def _last_error(log: Path) -> str:
     """The most telling line of an exporter's log: its last exception line, else its last line."""
-    lines = [ln.strip() for ln in log.read_text(encoding="utf-8", errors="replace")
-             .replace("\r", "\n").splitlines() if ln.strip()]
+    lines = [
+        ln.strip()
+        for ln in log.read_text(encoding="utf-8", errors="replace").replace("\r", "\n").splitlines()
+        if ln.strip()
+    ]
     errors = [ln for ln in lines if "Error" in ln.split(":", 1)[0] or ln.startswith("Error")]
     pick = (errors or lines or ["no output"])[-1]
     return pick[:300]
@@ -219,5 +279,7 @@ def _copy_aux(hf: Path, built: Path) -> None:
         if src.is_file() and not (built / name).exists():
             shutil.copy2(src, built / name)
     if not (built / "tokenizer.json").is_file():
-        raise UserError(f"{hf}: no tokenizer.json (a fast tokenizer) to ship with the ONNX "
-                        "model; save the tokenizer with transformers first")
+        raise UserError(
+            f"{hf}: no tokenizer.json (a fast tokenizer) to ship with the ONNX "
+            "model; save the tokenizer with transformers first"
+        )

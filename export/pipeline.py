@@ -64,8 +64,12 @@ class ExportResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self.manifest)
-        d.update(out=str(self.out), stages=[asdict(s) for s in self.stages],
-                 steps=[asdict(s) for s in self.steps], warnings=list(self.warnings))
+        d.update(
+            out=str(self.out),
+            stages=[asdict(s) for s in self.stages],
+            steps=[asdict(s) for s in self.steps],
+            warnings=list(self.warnings),
+        )
         return d
 
 
@@ -83,22 +87,32 @@ def check_options(opts: ExportOptions) -> ExportOptions:
     """Normalised options, or a UserError for a bad combination."""
     bad = [f for f in opts.formats if f not in FORMATS]
     if bad or not opts.formats:
-        raise UserError(f"unknown --format {','.join(bad) or '(none)'}: use gguf, onnx or gguf,onnx")
+        raise UserError(
+            f"unknown --format {','.join(bad) or '(none)'}: use gguf, onnx or gguf,onnx"
+        )
     if opts.drafter and opts.self_drafter:
         raise UserError("pass either --drafter SOURCE or --self-drafter QUANT, not both")
     if opts.onnx_quant not in ONNX_QUANTS or opts.onnx_exporter not in ONNX_EXPORTERS:
-        raise UserError(f"--onnx-quant must be one of {', '.join(ONNX_QUANTS)} and "
-                        f"--onnx-exporter one of {', '.join(ONNX_EXPORTERS)}")
+        raise UserError(
+            f"--onnx-quant must be one of {', '.join(ONNX_QUANTS)} and "
+            f"--onnx-exporter one of {', '.join(ONNX_EXPORTERS)}"
+        )
     tq, dq = quant_name(opts.target_quant), quant_name(opts.drafter_quant)
     sq = quant_name(opts.self_drafter) if opts.self_drafter else None
     if sq == tq:
-        raise UserError(f"--self-drafter {sq} is the target's own quantization; pick a "
-                        "lower-bit one (e.g. Q4_0 or Q2_K) so drafting is cheaper")
+        raise UserError(
+            f"--self-drafter {sq} is the target's own quantization; pick a "
+            "lower-bit one (e.g. Q4_0 or Q2_K) so drafting is cheaper"
+        )
     return replace(opts, target_quant=tq, drafter_quant=sq or dq, self_drafter=sq)
 
 
-def export(source: str, out: str | os.PathLike[str], opts: ExportOptions | None = None,
-           progress: bool = True) -> ExportResult:
+def export(
+    source: str,
+    out: str | os.PathLike[str],
+    opts: ExportOptions | None = None,
+    progress: bool = True,
+) -> ExportResult:
     """Run every stage into `OUT.partial-XXXX` and rename it to `out` when all succeeded."""
     opts = check_options(opts or ExportOptions())
     out = Path(out).expanduser()
@@ -115,8 +129,9 @@ def export(source: str, out: str | os.PathLike[str], opts: ExportOptions | None 
         try:
             os.rename(tmp, out)  # the one step that makes the bundle visible under its name
         except OSError as exc:
-            raise UserError(f"could not move the finished bundle to {out} ({exc}); "
-                            "choose another --out") from None
+            raise UserError(
+                f"could not move the finished bundle to {out} ({exc}); choose another --out"
+            ) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -159,8 +174,10 @@ class _Run:
         except Exception as exc:
             if os.environ.get("EDGE_SPEC_DEBUG"):
                 raise
-            raise UserError(f"export stage '{name}' failed: {type(exc).__name__}: "
-                            f"{' '.join(str(exc).split())[:300]}") from exc
+            raise UserError(
+                f"export stage '{name}' failed: {type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:300]}"
+            ) from exc
         dt = time.perf_counter() - t0
         self.stats.append(StageStat(name, round(dt, 3), written[0]))
         size = f", {written[0] / 1e6:.1f} MB" if written[0] else ""
@@ -201,8 +218,7 @@ class _Run:
 
     def record(self, stage: str, what: str, t0: float, nbytes: int) -> int:
         """Note one model's step (time since `t0`, bytes written); returns `nbytes`."""
-        self.steps.append(StageStat(f"{stage}: {what}", round(time.perf_counter() - t0, 3),
-                                    nbytes))
+        self.steps.append(StageStat(f"{stage}: {what}", round(time.perf_counter() - t0, 3), nbytes))
         return nbytes
 
     def warn(self, text: str) -> None:
@@ -222,7 +238,13 @@ def _quant_detail(o: ExportOptions) -> str:
     return f"target {o.target_quant}" + (f", drafter {drafter}" if drafter else "")
 
 
-
-
-__all__ = ["ExportOptions", "ExportResult", "Source", "StageStat", "check_options", "export",
-           "resolve_source", "tokenizer_info"]
+__all__ = [
+    "ExportOptions",
+    "ExportResult",
+    "Source",
+    "StageStat",
+    "check_options",
+    "export",
+    "resolve_source",
+    "tokenizer_info",
+]

@@ -40,10 +40,14 @@ class RichReporter(Reporter):
         from rich import progress as rp
         from rich.console import Console
 
-        self._bar = rp.Progress(_Mark(finished_text="[green]✓"),
-                                rp.TextColumn("{task.description}"), rp.BarColumn(),
-                                rp.TaskProgressColumn(), rp.TimeElapsedColumn(),
-                                console=Console(stderr=True))
+        self._bar = rp.Progress(
+            _Mark(finished_text="[green]✓"),
+            rp.TextColumn("{task.description}"),
+            rp.BarColumn(),
+            rp.TaskProgressColumn(),
+            rp.TimeElapsedColumn(),
+            console=Console(stderr=True),
+        )
         self._tasks: dict[str, Any] = {}
         self._current: Any = None
         self._bar.start()

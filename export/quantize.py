@@ -17,12 +17,24 @@ from edge_spec.store.validate import FILE_TYPES, check_gguf
 
 # Quant name -> llama_ftype constant in llama_cpp (LLAMA_FTYPE_<suffix>).
 QUANTS: dict[str, str] = {
-    "F32": "ALL_F32", "F16": "MOSTLY_F16", "BF16": "MOSTLY_BF16",
-    "Q8_0": "MOSTLY_Q8_0", "Q6_K": "MOSTLY_Q6_K",
-    "Q5_K_M": "MOSTLY_Q5_K_M", "Q5_K_S": "MOSTLY_Q5_K_S", "Q5_0": "MOSTLY_Q5_0", "Q5_1": "MOSTLY_Q5_1",
-    "Q4_K_M": "MOSTLY_Q4_K_M", "Q4_K_S": "MOSTLY_Q4_K_S", "Q4_0": "MOSTLY_Q4_0", "Q4_1": "MOSTLY_Q4_1",
-    "IQ4_NL": "MOSTLY_IQ4_NL", "IQ4_XS": "MOSTLY_IQ4_XS",
-    "Q3_K_L": "MOSTLY_Q3_K_L", "Q3_K_M": "MOSTLY_Q3_K_M", "Q3_K_S": "MOSTLY_Q3_K_S",
+    "F32": "ALL_F32",
+    "F16": "MOSTLY_F16",
+    "BF16": "MOSTLY_BF16",
+    "Q8_0": "MOSTLY_Q8_0",
+    "Q6_K": "MOSTLY_Q6_K",
+    "Q5_K_M": "MOSTLY_Q5_K_M",
+    "Q5_K_S": "MOSTLY_Q5_K_S",
+    "Q5_0": "MOSTLY_Q5_0",
+    "Q5_1": "MOSTLY_Q5_1",
+    "Q4_K_M": "MOSTLY_Q4_K_M",
+    "Q4_K_S": "MOSTLY_Q4_K_S",
+    "Q4_0": "MOSTLY_Q4_0",
+    "Q4_1": "MOSTLY_Q4_1",
+    "IQ4_NL": "MOSTLY_IQ4_NL",
+    "IQ4_XS": "MOSTLY_IQ4_XS",
+    "Q3_K_L": "MOSTLY_Q3_K_L",
+    "Q3_K_M": "MOSTLY_Q3_K_M",
+    "Q3_K_S": "MOSTLY_Q3_K_S",
     "Q2_K": "MOSTLY_Q2_K",
 }
 # general.file_type values of unquantized files (validate.FILE_TYPES names).
@@ -49,8 +61,9 @@ def gguf_quant(path: str | os.PathLike[str]) -> str | None:
     return name.removeprefix("MOSTLY_")
 
 
-def quantize_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], quant: str,
-                  threads: int = 0) -> Path:
+def quantize_gguf(
+    src: str | os.PathLike[str], dst: str | os.PathLike[str], quant: str, threads: int = 0
+) -> Path:
     """Quantize GGUF `src` to `quant` into `dst` (atomic); an already-quantized `src` is
     re-quantized (llama.cpp dequantizes it first, so errors compound: prefer an f16 source)."""
     llama_cpp = require("llama_cpp", "llamacpp")

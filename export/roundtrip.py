@@ -39,8 +39,9 @@ class RoundTrip:
     max_logit_diff: float
 
 
-def roundtrip(exported: Any, source: Any, n: int = CHECK_TOKENS,
-              prompt: str = CHECK_PROMPT) -> RoundTrip:
+def roundtrip(
+    exported: Any, source: Any, n: int = CHECK_TOKENS, prompt: str = CHECK_PROMPT
+) -> RoundTrip:
     """Compare two Runtimes that share a vocabulary (their KV caches are reset)."""
     source.truncate(0)
     ids = text_tokens(source, prompt)
@@ -58,9 +59,12 @@ def roundtrip(exported: Any, source: Any, n: int = CHECK_TOKENS,
     width = min(ref.shape[1], out.shape[1])  # padded vocabularies may differ in length
     hits = np.argmax(out[:, :width], axis=1) == np.asarray(cont)
     misses = np.flatnonzero(~hits)
-    return RoundTrip(tokens=n, agreement=float(hits.mean()),
-                     first_divergence=int(misses[0]) if misses.size else -1,
-                     max_logit_diff=float(np.max(np.abs(ref[:, :width] - out[:, :width]))))
+    return RoundTrip(
+        tokens=n,
+        agreement=float(hits.mean()),
+        first_divergence=int(misses[0]) if misses.size else -1,
+        max_logit_diff=float(np.max(np.abs(ref[:, :width] - out[:, :width]))),
+    )
 
 
 def _batch(rt: Any, seq: list[int], rows: list[int]) -> np.ndarray:
@@ -72,6 +76,5 @@ def _batch(rt: Any, seq: list[int], rows: list[int]) -> np.ndarray:
 
 def open_for_check(path: str | os.PathLike[str], backend: str, threads: int = 0) -> Any:
     """A small-context runtime for the check: llamacpp (GGUF), torch (HF folder), ort (ONNX)."""
-    opts = RuntimeOptions(n_ctx=CHECK_CTX, n_batch=CHECK_CTX, threads=threads,
-                          dtype="float32")
+    opts = RuntimeOptions(n_ctx=CHECK_CTX, n_batch=CHECK_CTX, threads=threads, dtype="float32")
     return open_runtime(backend, Path(path), opts)

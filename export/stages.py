@@ -68,8 +68,9 @@ def pair_sources(target: Source, drafter: Source | None) -> VocabInfo:
     return tv
 
 
-def _jobs(run: _Run, target: Source, drafter: Source | None, onnx: bool = False
-          ) -> list[tuple[str, Source, str]]:
+def _jobs(
+    run: _Run, target: Source, drafter: Source | None, onnx: bool = False
+) -> list[tuple[str, Source, str]]:
     """(role, source, quant) for each model to produce in GGUF (or ONNX) form."""
     o = run.opts
     if onnx:
@@ -79,8 +80,10 @@ def _jobs(run: _Run, target: Source, drafter: Source | None, onnx: bool = False
         elif o.self_drafter and o.onnx_quant != "int4":
             jobs.append(("drafter", target, "int4"))  # the lowest-bit ONNX quantization
         elif o.self_drafter:
-            run.warn("--self-drafter has no ONNX form when the target is already int4; the "
-                     "ONNX part of the bundle has no drafter")
+            run.warn(
+                "--self-drafter has no ONNX form when the target is already int4; the "
+                "ONNX part of the bundle has no drafter"
+            )
         return jobs
     jobs = [("target", target, o.target_quant)]
     if drafter is not None or o.self_drafter:
@@ -119,15 +122,19 @@ def quantize(run: _Run, target: Source, drafter: Source | None) -> int:
                 run.copied.add(role)
         else:
             if src.kind == "gguf" and gguf_quant(inp) not in ("F32", "F16", "BF16"):
-                run.warn(f"{role}: re-quantizing {gguf_quant(inp)} -> {quant} compounds "
-                         "quantization error; export from an f16 GGUF or the HF checkpoint "
-                         "for best quality")
+                run.warn(
+                    f"{role}: re-quantizing {gguf_quant(inp)} -> {quant} compounds "
+                    "quantization error; export from an f16 GGUF or the HF checkpoint "
+                    "for best quality"
+                )
             quantize_gguf(inp, dst, quant, threads=run.opts.threads)
         run.made[(role, "gguf")] = dst
         run.quants[role] = quant
         arch = read_gguf_fields(dst, ("general.architecture",)).get("general.architecture", "")
-        run.made_by[(role, "gguf")] = (str(arch), gguf_converter(
-            src.kind == "hf", action == "quantize"))
+        run.made_by[(role, "gguf")] = (
+            str(arch),
+            gguf_converter(src.kind == "hf", action == "quantize"),
+        )
         written += run.record("quantize", f"{role} {action} -> {quant}", t0, dst.stat().st_size)
     return written
 
@@ -153,16 +160,24 @@ def onnx(run: _Run, target: Source, drafter: Source | None) -> int:
     try:
         from edge_spec.export.onnx import converter_label, export_onnx  # optional: onnx tooling
     except ImportError as exc:
-        raise UserError(f"ONNX export is not available in this install ({exc}); use "
-                        "--format gguf") from None
+        raise UserError(
+            f"ONNX export is not available in this install ({exc}); use --format gguf"
+        ) from None
     o = run.opts
     written = 0
     for role, src, quant in _jobs(run, target, drafter, onnx=True):
         hf = _hf_dir(run, src, role)
         run.reporter.start("onnx", f"{role}: {o.onnx_exporter} {quant}")
         t0 = time.perf_counter()
-        folder = Path(export_onnx(hf, run.tmp / f"{role}-onnx-{quant}", quant,
-                                  provider=o.onnx_provider, exporter=o.onnx_exporter))
+        folder = Path(
+            export_onnx(
+                hf,
+                run.tmp / f"{role}-onnx-{quant}",
+                quant,
+                provider=o.onnx_provider,
+                exporter=o.onnx_exporter,
+            )
+        )
         if not folder.resolve().is_relative_to(run.tmp.resolve()):
             raise UserError(f"the ONNX exporter wrote outside the bundle ({folder})")
         run.made[(role, "onnx")] = folder
@@ -177,18 +192,23 @@ def _reference(run: _Run, src: Source, cache: dict[Path, tuple[Any, str]]) -> tu
     """The source model as a runtime: llama.cpp for a GGUF, torch (or the f16 GGUF) for HF."""
     if src.path not in cache:
         if src.kind == "gguf":
-            cache[src.path] = (open_for_check(src.path, "llamacpp", run.opts.threads),
-                               f"source GGUF in llama.cpp ({src.label})")
+            cache[src.path] = (
+                open_for_check(src.path, "llamacpp", run.opts.threads),
+                f"source GGUF in llama.cpp ({src.label})",
+            )
         else:
             try:
-                cache[src.path] = (open_for_check(src.path, "torch", run.opts.threads),
-                                   f"source checkpoint in torch fp32 ({src.label})")
+                cache[src.path] = (
+                    open_for_check(src.path, "torch", run.opts.threads),
+                    f"source checkpoint in torch fp32 ({src.label})",
+                )
             except MissingExtraError:
                 if src.path not in run.inputs:
                     raise
-                cache[src.path] = (open_for_check(run.inputs[src.path], "llamacpp",
-                                                  run.opts.threads),
-                                   "f16 GGUF conversion of the source (torch not installed)")
+                cache[src.path] = (
+                    open_for_check(run.inputs[src.path], "llamacpp", run.opts.threads),
+                    "f16 GGUF conversion of the source (torch not installed)",
+                )
     return cache[src.path]
 
 
@@ -199,14 +219,24 @@ def check(run: _Run, target: Source, drafter: Source | None) -> None:
     for (role, fmt), path in sorted(run.made.items()):
         rel = path.relative_to(run.tmp).as_posix()
         if fmt == "gguf" and role in run.copied:
-            run.checks.append(CheckResult(rel, role, "identical copy of the source file",
-                                          run.opts.check_tokens, 1.0, -1, 0.0))
+            run.checks.append(
+                CheckResult(
+                    rel,
+                    role,
+                    "identical copy of the source file",
+                    run.opts.check_tokens,
+                    1.0,
+                    -1,
+                    0.0,
+                )
+            )
             continue
         run.reporter.start("check", f"{role} {fmt} vs source")
         t0 = time.perf_counter()
         try:
-            exported = open_for_check(path, "llamacpp" if fmt == "gguf" else "ort",
-                                      run.opts.threads)
+            exported = open_for_check(
+                path, "llamacpp" if fmt == "gguf" else "ort", run.opts.threads
+            )
         except (ImportError, MissingExtraError) as exc:
             run.warn(f"{rel}: round-trip check skipped ({exc})")
             continue
@@ -214,12 +244,23 @@ def check(run: _Run, target: Source, drafter: Source | None) -> None:
         r = roundtrip(exported, ref, run.opts.check_tokens)
         del exported
         run.record("check", f"{role} {fmt}", t0, 0)
-        run.checks.append(CheckResult(rel, role, label, r.tokens, round(r.agreement, 4),
-                                      r.first_divergence, round(r.max_logit_diff, 4)))
+        run.checks.append(
+            CheckResult(
+                rel,
+                role,
+                label,
+                r.tokens,
+                round(r.agreement, 4),
+                r.first_divergence,
+                round(r.max_logit_diff, 4),
+            )
+        )
         if r.agreement < run.opts.warn_agreement:
-            run.warn(f"{rel}: agrees with the source on only {r.agreement:.0%} of "
-                     f"{r.tokens} greedy tokens; quantization drifts far (try a higher-bit "
-                     "quant)")
+            run.warn(
+                f"{rel}: agrees with the source on only {r.agreement:.0%} of "
+                f"{r.tokens} greedy tokens; quantization drifts far (try a higher-bit "
+                "quant)"
+            )
 
 
 def _tokenizer_file(run: _Run, target: Source) -> BundleFile | None:
@@ -240,24 +281,48 @@ def manifest(run: _Run, target: Source, drafter: Source | None, vocab: VocabInfo
         vocab = gguf_vocab(tg)  # what llama.cpp will see; equals the source's for sound exports
         if dg is not None:
             check_pair(vocab, gguf_vocab(dg), (tg.name, dg.name))
-    labels = {"target": target.label,
-              "drafter": drafter.label if drafter else f"{target.label} (self-drafter)"}
+    labels = {
+        "target": target.label,
+        "drafter": drafter.label if drafter else f"{target.label} (self-drafter)",
+    }
     files: list[BundleFile] = []
     for (role, fmt), path in sorted(run.made.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         if fmt == "gguf":
             rel = path.relative_to(run.tmp).as_posix()
-            files.append(file_entry(run.tmp, rel, role, fmt, run.quants[role], labels[role],
-                                    *run.made_by[(role, fmt)]))
+            files.append(
+                file_entry(
+                    run.tmp,
+                    rel,
+                    role,
+                    fmt,
+                    run.quants[role],
+                    labels[role],
+                    *run.made_by[(role, fmt)],
+                )
+            )
             continue
         for p in sorted(q for q in path.rglob("*") if q.is_file()):
-            files.append(file_entry(run.tmp, p.relative_to(run.tmp).as_posix(), role, fmt,
-                                    run.onnx_quants[role], labels[role], *run.made_by[(role, fmt)]))
+            files.append(
+                file_entry(
+                    run.tmp,
+                    p.relative_to(run.tmp).as_posix(),
+                    role,
+                    fmt,
+                    run.onnx_quants[role],
+                    labels[role],
+                    *run.made_by[(role, fmt)],
+                )
+            )
     if tok is not None:
         files.append(tok)
-    m = Manifest(files=tuple(files), tokenizer=tokenizer_info(vocab),
-                 default_runtime="llamacpp" if "gguf" in o.formats else "ort",
-                 recommended_profile=o.profile, created_by=_created_by(),
-                 checks=tuple(run.checks))
+    m = Manifest(
+        files=tuple(files),
+        tokenizer=tokenizer_info(vocab),
+        default_runtime="llamacpp" if "gguf" in o.formats else "ort",
+        recommended_profile=o.profile,
+        created_by=_created_by(),
+        checks=tuple(run.checks),
+    )
     write_manifest(run.tmp, m)
     return m
 

@@ -42,5 +42,12 @@ def open_runtime(name: str, path: str | os.PathLike[str], options: RuntimeOption
     return module.open_runtime(path, options)
 
 
-__all__ = ["ALIASES", "BACKENDS", "MODULES", "Runtime", "RuntimeOptions", "backend_name",
-           "open_runtime"]
+__all__ = [
+    "ALIASES",
+    "BACKENDS",
+    "MODULES",
+    "Runtime",
+    "RuntimeOptions",
+    "backend_name",
+    "open_runtime",
+]

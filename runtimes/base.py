@@ -30,7 +30,6 @@ class VocabInfo:
     token_text: tuple[str, ...] = field(repr=False, default=())
 
 
-
 @runtime_checkable
 class Runtime(Protocol):
     """A model with a KV cache that grows by `eval` and shrinks by `truncate`.
@@ -144,8 +143,9 @@ def has_only(banned: Banned) -> bool:
     return banned is not None and any(isinstance(b, Only) for b in banned)
 
 
-def host_greedy(logits: np.ndarray, draft: Sequence[int], banned: Banned = None,
-                pool: ArgmaxPool | None = None) -> list[int]:
+def host_greedy(
+    logits: np.ndarray, draft: Sequence[int], banned: Banned = None, pool: ArgmaxPool | None = None
+) -> list[int]:
     """`Runtime.greedy` on host logits rows: argmax row by row, stopping at the first mismatch.
 
     With a `pool`, a long unmasked walk reads blocks of rows on several cores at once.
@@ -166,7 +166,7 @@ def _block_walk(logits: np.ndarray, draft: Sequence[int], lo: int, hi: int) -> l
     ids = logits[lo:hi].argmax(axis=1).tolist()
     for j, best in enumerate(ids):
         if lo + j == len(draft) or best != draft[lo + j]:
-            return ids[:j + 1]
+            return ids[: j + 1]
     return ids
 
 
@@ -195,8 +195,9 @@ class ArgmaxPool:
         n, b, out = len(draft) + 1, self.block, list[int]()
         for lo in range(0, n, b * (self.workers + 1)):
             starts = range(lo, min(lo + b * (self.workers + 1), n), b)
-            ahead = [self._ex.submit(_block_walk, logits, draft, s, min(s + b, n))
-                     for s in starts[1:]]
+            ahead = [
+                self._ex.submit(_block_walk, logits, draft, s, min(s + b, n)) for s in starts[1:]
+            ]
             parts = [_block_walk(logits, draft, lo, min(lo + b, n))]
             parts += [f.result() for f in ahead]  # every one: see the class note
             for part in parts:
@@ -214,8 +215,10 @@ class ArgmaxPool:
 def wanted_rows(rt: Runtime, n: int, rows: Sequence[int] | None) -> list[int]:
     """Check that `n` more tokens fit the context; return the logits rows asked for, sorted."""
     if rt.n_tokens + n > rt.n_ctx:
-        raise UserError(f"context full: {rt.n_tokens} + {n} tokens exceed n_ctx "
-                        f"{rt.n_ctx}; raise n_ctx or shorten the input")
+        raise UserError(
+            f"context full: {rt.n_tokens} + {n} tokens exceed n_ctx "
+            f"{rt.n_ctx}; raise n_ctx or shorten the input"
+        )
     want = [n - 1] if rows is None else sorted(rows)
     if want and not 0 <= want[0] <= want[-1] < n:
         raise ValueError(f"rows {want[0]}..{want[-1]} outside 0..{n - 1}")
@@ -227,14 +230,15 @@ def wanted_rows(rt: Runtime, n: int, rows: Sequence[int] | None) -> list[int]:
 Forward = Callable[[list[int], list[int], bool], "np.ndarray | None"]
 
 
-def chunked_eval(rt: Runtime, tokens: Sequence[int], rows: Sequence[int] | None,
-                 forward: Forward) -> np.ndarray:
+def chunked_eval(
+    rt: Runtime, tokens: Sequence[int], rows: Sequence[int] | None, forward: Forward
+) -> np.ndarray:
     """`Runtime.eval` for any backend: check, split into n_batch chunks, gather the rows asked."""
     n = len(tokens)
     want = wanted_rows(rt, n, rows) if n else []
     out: list[np.ndarray] = []
     for start in range(0, n, rt.n_batch):
-        chunk = [int(t) for t in tokens[start:start + rt.n_batch]]
+        chunk = [int(t) for t in tokens[start : start + rt.n_batch]]
         local = [r - start for r in want if start <= r < start + len(chunk)]
         logits = forward(chunk, local, start + rt.n_batch >= n)
         if local and logits is not None:

@@ -42,10 +42,18 @@ class FakeRuntime:
     True
     """
 
-    def __init__(self, follow: str = "", seed: int = 0, n_ctx: int = 4096, match: int = 24,
-                 eos_after: str | None = None, sharpness: float = 8.0,
-                 latency_ms: tuple[float, float] = (0.0, 0.0), n_batch: int = 512,
-                 clock: VirtualClock | None = None) -> None:
+    def __init__(
+        self,
+        follow: str = "",
+        seed: int = 0,
+        n_ctx: int = 4096,
+        match: int = 24,
+        eos_after: str | None = None,
+        sharpness: float = 8.0,
+        latency_ms: tuple[float, float] = (0.0, 0.0),
+        n_batch: int = 512,
+        clock: VirtualClock | None = None,
+    ) -> None:
         self.name = "fake"
         self.path: Path | None = None
         self.n_vocab = N_VOCAB
@@ -75,12 +83,12 @@ class FakeRuntime:
         return None
 
     def _logits_for(self, ctx: Sequence[int]) -> np.ndarray:
-        tail = tuple(ctx[-self.match:])
+        tail = tuple(ctx[-self.match :])
         digest = hashlib.blake2b(repr((self.seed, tail)).encode(), digest_size=8).digest()
         rng = np.random.default_rng(int.from_bytes(digest, "little"))
         logits = rng.normal(0.0, 1.0, self.n_vocab).astype(np.float32)
         logits[BOS] = logits[PAD] = -1e9
-        if self._eos_after and tuple(ctx[-len(self._eos_after):]) == tuple(self._eos_after):
+        if self._eos_after and tuple(ctx[-len(self._eos_after) :]) == tuple(self._eos_after):
             logits[EOS] = 50.0
             return logits
         logits[EOS] -= 4.0
@@ -97,7 +105,7 @@ class FakeRuntime:
         for m in range(len(tail), 2, -1):
             key = list(tail[-m:])
             for i in range(len(f) - m):
-                if f[i:i + m] == key:
+                if f[i : i + m] == key:
                     return f[i + m]
         return None
 
@@ -152,6 +160,12 @@ class FakeRuntime:
     @property
     def vocab(self) -> VocabInfo:
         texts = ("<s>", "</s>", "<pad>", *(bytes([b]).decode("latin-1") for b in range(256)))
-        return VocabInfo(size=N_VOCAB, vocab_type="byte", bos_id=BOS, eos_id=EOS,
-                         eog_ids=frozenset({EOS}), fingerprint=fingerprint(texts, BOS, EOS),
-                         token_text=texts)
+        return VocabInfo(
+            size=N_VOCAB,
+            vocab_type="byte",
+            bos_id=BOS,
+            eos_id=EOS,
+            eog_ids=frozenset({EOS}),
+            fingerprint=fingerprint(texts, BOS, EOS),
+            token_text=texts,
+        )

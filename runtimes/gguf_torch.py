@@ -24,8 +24,10 @@ def load_gguf_model(path: str | os.PathLike[str], dtype: str = "float32"):  # no
         tok = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
         model = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), **kw)
     except (ValueError, KeyError, OSError, RuntimeError) as exc:
-        raise UserError(f"{path}: transformers cannot load this GGUF ({exc}); only "
-                        "architectures transformers' GGUF loader knows are supported") from exc
+        raise UserError(
+            f"{path}: transformers cannot load this GGUF ({exc}); only "
+            "architectures transformers' GGUF loader knows are supported"
+        ) from exc
     # The GGUF quantizer marker makes save_pretrained refuse ("not serializable"); the weights
     # are already dequantized, so drop it (docs/runtimes.md).
     model.hf_quantizer = None

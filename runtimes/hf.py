@@ -90,8 +90,11 @@ def _load_model(path: Path, dtype_name: str) -> tuple[Any, Any]:
     try:
         tok = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
         model = transformers.AutoModelForCausalLM.from_pretrained(
-            str(folder), dtype=getattr(torch, dtype_name), use_safetensors=True,
-            local_files_only=True)
+            str(folder),
+            dtype=getattr(torch, dtype_name),
+            use_safetensors=True,
+            local_files_only=True,
+        )
     except (ValueError, KeyError, OSError, RuntimeError) as exc:
         msg = " ".join(str(exc).split())[:200]
         raise UserError(f"{folder}: transformers cannot load this checkpoint ({msg})") from exc
@@ -163,8 +166,11 @@ class TorchRuntime:
     def metadata(self) -> dict[str, str]:
         """GGUF-style names, for picking an apply template by model family."""
         name = getattr(self.model.config, "_model_name_or_path", "") or self.name
-        return {"general.name": str(name), "general.basename": self.name,
-                "general.architecture": str(getattr(self.model.config, "model_type", ""))}
+        return {
+            "general.name": str(name),
+            "general.basename": self.name,
+            "general.architecture": str(getattr(self.model.config, "model_type", "")),
+        }
 
     @property
     def chat_template(self) -> str | None:
@@ -172,7 +178,9 @@ class TorchRuntime:
         return tpl if isinstance(tpl, str) and tpl else None
 
     def eval(self, tokens: Sequence[int], rows: Sequence[int] | None = None) -> np.ndarray:
-        return chunked_eval(self, tokens, rows, lambda chunk, rows, _last: self._forward(chunk, rows))
+        return chunked_eval(
+            self, tokens, rows, lambda chunk, rows, _last: self._forward(chunk, rows)
+        )
 
     def _run(self, chunk: list[int], rows: list[int]) -> Any:
         """One forward; the logits of `rows` as a device tensor (None without rows)."""
@@ -184,7 +192,10 @@ class TorchRuntime:
             kw["logits_to_keep"] = keep
         with torch.inference_mode():
             res = self.model(input_ids=ids, **kw)
-        if self._cache_kw == "past_key_values" and getattr(res, "past_key_values", None) is not None:
+        if (
+            self._cache_kw == "past_key_values"
+            and getattr(res, "past_key_values", None) is not None
+        ):
             self._cache = res.past_key_values
         self._tokens.extend(int(t) for t in chunk)
         if not rows:
@@ -214,11 +225,10 @@ class TorchRuntime:
                 elif ban.size:
                     logits[i, torch.from_numpy(ban).to(self.device)] = float("-inf")
             best = logits.argmax(dim=-1)
-            draft = torch.tensor([int(t) for t in tokens[1:]], dtype=best.dtype,
-                                 device=best.device)
+            draft = torch.tensor([int(t) for t in tokens[1:]], dtype=best.dtype, device=best.device)
             miss = (best[:-1] != draft).nonzero()
             m = int(miss[0, 0]) if miss.numel() else n - 1
-            return [int(t) for t in best[:m + 1].tolist()]
+            return [int(t) for t in best[: m + 1].tolist()]
 
     def truncate(self, n: int) -> None:
         if n < 0 or n > self.n_tokens:
@@ -234,8 +244,9 @@ class TorchRuntime:
 
     def tokenize(self, text: str, *, add_bos: bool = False, special: bool = True) -> list[int]:
         # add_bos=True adds BOS only when the model's tokenizer adds one, as llama.cpp does.
-        ids = self.tokenizer(text, add_special_tokens=add_bos and self.add_bos,
-                             split_special_tokens=not special)["input_ids"]
+        ids = self.tokenizer(
+            text, add_special_tokens=add_bos and self.add_bos, split_special_tokens=not special
+        )["input_ids"]
         return [int(t) for t in ids]
 
     def _token_texts(self) -> tuple[str, ...]:
@@ -287,8 +298,12 @@ class TorchRuntime:
             texts = self._token_texts()
             eos = self.eos_id
             self._vocab = VocabInfo(
-                size=self.n_vocab, vocab_type=hf_vocab.vocab_type(self.tokenizer), bos_id=self.bos_id,
-                eos_id=eos, eog_ids=self._eog, fingerprint=fingerprint(texts, self.bos_id, eos),
-                token_text=texts)
+                size=self.n_vocab,
+                vocab_type=hf_vocab.vocab_type(self.tokenizer),
+                bos_id=self.bos_id,
+                eos_id=eos,
+                eog_ids=self._eog,
+                fingerprint=fingerprint(texts, self.bos_id, eos),
+                token_text=texts,
+            )
         return self._vocab
-

@@ -28,8 +28,16 @@ ROW_MULTIPLE = 16
 PLAIN_ATTENTION = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3", "granite"})
 
 
-def rowwise_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any,
-                      scaling: float, dropout: float = 0.0, **kwargs: Any) -> tuple[Any, None]:
+def rowwise_attention(
+    module: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    attention_mask: Any,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[Any, None]:
     """Causal attention, one query row at a time; the transformers attention-function contract."""
     import torch
     import torch.nn.functional as F
@@ -45,7 +53,7 @@ def rowwise_attention(module: Any, query: Any, key: Any, value: Any, attention_m
         qi = query[:, :, i].reshape(b, kvh, groups, d)
         scores = torch.matmul(qi, key_t[..., :n]) * scaling
         if attention_mask is not None:  # sliding windows and the like; zeros otherwise
-            scores = scores + attention_mask[:, :, i:i + 1, :n]
+            scores = scores + attention_mask[:, :, i : i + 1, :n]
         probs = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
         out[:, i] = torch.matmul(probs, value[:, :, :n]).reshape(b, h, d)
     return out, None

@@ -9,17 +9,35 @@ from edge_spec.runtimes.tokjson import byte_decoder, spm_piece
 
 # Token texts llama.cpp treats as end of generation besides EOS (end-of-turn and FIM tokens),
 # and as control tokens whatever their type in the file, so both runtimes stop on the same tokens.
-EOG_TEXTS = frozenset({
-    "</s>",
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-    "<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>", "<end_of_utterance>", "<|fim_pad|>",
-    "<fim-pad>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>",
-})
+EOG_TEXTS = frozenset(
+    {
+        "</s>",
+        "<|eot_id|>",
+        "<|im_end|>",
+        "<|end|>",
+        "<end_of_turn>",
+        "<|endoftext|>",
+        "<|eom_id|>",
+        "<EOT>",
+        "_<EOT>",
+        "<｜end▁of▁sentence｜>",
+        "<end_of_utterance>",
+        "<|fim_pad|>",
+        "<fim-pad>",
+        "<|repo_name|>",
+        "<fim-repo>",
+        "<REPO>",
+        "<reponame>",
+        "<|file_sep|>",
+    }
+)
 
 
 def vocab_type(tokenizer: Any) -> str:
     """llama.cpp's name for the tokenizer kind: bpe (byte-level), spm, ugm, wpm."""
-    backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
+    backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(
+        tokenizer, "_tokenizer", None
+    )
     if backend is None:
         return "unknown"
     model = type(backend.model).__name__.lower()
@@ -31,8 +49,9 @@ def vocab_type(tokenizer: Any) -> str:
 def token_texts(tokenizer: Any, n_vocab: int) -> tuple[str, ...]:
     """Every id's token text; llama.cpp's converter names unused padding rows `[PAD<id>]`."""
     texts = tokenizer.convert_ids_to_tokens(list(range(min(len(tokenizer), n_vocab))))
-    return tuple(t if t is not None else f"[PAD{i}]" for i, t in enumerate(texts)) \
-        + tuple(f"[PAD{i}]" for i in range(len(texts), n_vocab))
+    return tuple(t if t is not None else f"[PAD{i}]" for i, t in enumerate(texts)) + tuple(
+        f"[PAD{i}]" for i in range(len(texts), n_vocab)
+    )
 
 
 def added_tokens(tokenizer: Any) -> dict[int, bool]:

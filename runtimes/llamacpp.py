@@ -45,14 +45,23 @@ class LlamaCppRuntime:
         threads = cfg.threads or max(1, os.cpu_count() or 1)
         try:
             self._llm = llama_cpp.Llama(
-                model_path=str(path), n_ctx=cfg.n_ctx, n_batch=cfg.n_batch,
-                n_ubatch=cfg.n_batch, n_threads=threads, n_threads_batch=threads,
-                n_gpu_layers=cfg.n_gpu_layers, flash_attn=cfg.flash_attn, use_mmap=cfg.mmap,
-                logits_all=False, verbose=False,
+                model_path=str(path),
+                n_ctx=cfg.n_ctx,
+                n_batch=cfg.n_batch,
+                n_ubatch=cfg.n_batch,
+                n_threads=threads,
+                n_threads_batch=threads,
+                n_gpu_layers=cfg.n_gpu_layers,
+                flash_attn=cfg.flash_attn,
+                use_mmap=cfg.mmap,
+                logits_all=False,
+                verbose=False,
             )
         except (ValueError, RuntimeError) as exc:
-            raise UserError(f"{path}: llama.cpp could not load this model ({exc}); "
-                            "check that it is a complete GGUF file") from exc
+            raise UserError(
+                f"{path}: llama.cpp could not load this model ({exc}); "
+                "check that it is a complete GGUF file"
+            ) from exc
         self.name = path.stem
         self.path = path
         self.config = cfg
@@ -137,8 +146,9 @@ class LlamaCppRuntime:
         self._tokens.extend(chunk)  # chunked_eval made them Python ints already
 
     def greedy(self, tokens: Sequence[int], banned: Banned = None) -> list[int]:
-        return host_greedy(self.eval(tokens, rows=range(len(tokens))), tokens[1:], banned,
-                           self._argmax)
+        return host_greedy(
+            self.eval(tokens, rows=range(len(tokens))), tokens[1:], banned, self._argmax
+        )
 
     def truncate(self, n: int) -> None:
         if n < 0 or n > self.n_tokens:
@@ -190,8 +200,12 @@ class LlamaCppRuntime:
             eos = int(self._lib.llama_vocab_eos(self._vocab_p))
             vtype = _VOCAB_TYPES.get(self._lib.llama_vocab_type(self._vocab_p), "unknown")
             self._vocab = VocabInfo(
-                size=self.n_vocab, vocab_type=vtype, bos_id=self.bos_id,
-                eos_id=None if eos < 0 else eos, eog_ids=self._eog,
-                fingerprint=fingerprint(texts, self.bos_id, eos), token_text=texts,
+                size=self.n_vocab,
+                vocab_type=vtype,
+                bos_id=self.bos_id,
+                eos_id=None if eos < 0 else eos,
+                eog_ids=self._eog,
+                fingerprint=fingerprint(texts, self.bos_id, eos),
+                token_text=texts,
             )
         return self._vocab

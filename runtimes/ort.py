@@ -56,9 +56,14 @@ def open_runtime(path: str | os.PathLike[str], options: RuntimeOptions) -> OrtRu
 class OrtRuntime:
     """An exported ONNX decoder with one sequence whose KV cache we grow and cut."""
 
-    def __init__(self, path: str | os.PathLike[str], options: RuntimeOptions | None = None,
-                 decoder: str = "session", share_buffer: bool | None = None,
-                 spin: bool | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        options: RuntimeOptions | None = None,
+        decoder: str = "session",
+        share_buffer: bool | None = None,
+        spin: bool | None = None,
+    ) -> None:
         opts = options or RuntimeOptions()
         folder = check_onnx_dir(path)
         if decoder not in DECODERS:
@@ -71,13 +76,13 @@ class OrtRuntime:
         self.provider = _provider(opts)
         if decoder == "genai":
             self._dec: SessionDecoder | GenaiDecoder = GenaiDecoder(
-                folder, info, self.n_ctx, opts.threads, self.provider)
+                folder, info, self.n_ctx, opts.threads, self.provider
+            )
         else:
             shared = info.shared if share_buffer is None else share_buffer
             # Spinning pays only without worker threads to starve (see _session_options).
             spin = opts.threads == 1 if spin is None else spin
-            self._dec = SessionDecoder(info, self.n_ctx, opts.threads, self.provider, shared,
-                                        spin)
+            self._dec = SessionDecoder(info, self.n_ctx, opts.threads, self.provider, shared, spin)
         self.decoder = decoder
         self.n_vocab = self._dec.n_vocab or info.vocab_size
         self._tok = JsonTokenizer(folder, self.n_vocab)
@@ -106,10 +111,14 @@ class OrtRuntime:
         n_batch, where the rows span several forwards, and under an allow-list mask (`Only`),
         whose ban list would be nearly the whole vocabulary."""
         n, dec = len(tokens), self._dec
-        if (not n or n > self.n_batch or not isinstance(dec, SessionDecoder) or not dec.device_argmax
-                or has_only(banned)):
-            return host_greedy(self.eval(tokens, rows=range(n)), tokens[1:], banned,
-                               self._argmax)
+        if (
+            not n
+            or n > self.n_batch
+            or not isinstance(dec, SessionDecoder)
+            or not dec.device_argmax
+            or has_only(banned)
+        ):
+            return host_greedy(self.eval(tokens, rows=range(n)), tokens[1:], banned, self._argmax)
         wanted_rows(self, n, range(n))
         chunk = [int(t) for t in tokens]
         ids = dec.forward_ids(chunk, self.n_tokens, banned).tolist()
@@ -165,7 +174,7 @@ class OrtRuntime:
 def _take(logits: np.ndarray, rows: list[int], last: bool) -> np.ndarray:
     """float32 rows of a step's logits; a view when contiguous and nothing overwrites it first."""
     if rows == list(range(rows[0], rows[-1] + 1)):
-        part = logits[rows[0]:rows[-1] + 1]
+        part = logits[rows[0] : rows[-1] + 1]
     else:
         part = logits[rows]
     if part.dtype != np.float32:
@@ -181,7 +190,9 @@ def _provider(opts: RuntimeOptions) -> str:
     if opts.n_gpu_layers and want == "CPUExecutionProvider":
         want = "CUDAExecutionProvider"
     if want not in ort.get_available_providers():
-        raise UserError(f"ONNX Runtime here has no {want} (it has "
-                        f"{', '.join(ort.get_available_providers())}); for CUDA install "
-                        "'edge-spec[onnx-gpu]' in an environment without 'edge-spec[onnx]'")
+        raise UserError(
+            f"ONNX Runtime here has no {want} (it has "
+            f"{', '.join(ort.get_available_providers())}); for CUDA install "
+            "'edge-spec[onnx-gpu]' in an environment without 'edge-spec[onnx]'"
+        )
     return want

@@ -68,13 +68,24 @@ def _add_rows(model: Any) -> bool:
     g = model.graph
     head = next((n for n in g.node if "logits" in n.output), None)
     out = next((o for o in g.output if o.name == "logits"), None)
-    if (head is None or head.op_type not in ("MatMul", "MatMulNBits") or out is None
-            or len(out.type.tensor_type.shape.dim) != 3
-            or any(i.name == ROWS_INPUT for i in g.input)):
+    if (
+        head is None
+        or head.op_type not in ("MatMul", "MatMulNBits")
+        or out is None
+        or len(out.type.tensor_type.shape.dim) != 3
+        or any(i.name == ROWS_INPUT for i in g.input)
+    ):
         return False
     g.input.append(helper.make_tensor_value_info(ROWS_INPUT, TensorProto.INT64, ["rows"]))
-    g.node.append(helper.make_node("Gather", [head.input[0], ROWS_INPUT], ["edge_spec_rows"],
-                                   axis=1, name="edge_spec_select_rows"))
+    g.node.append(
+        helper.make_node(
+            "Gather",
+            [head.input[0], ROWS_INPUT],
+            ["edge_spec_rows"],
+            axis=1,
+            name="edge_spec_select_rows",
+        )
+    )
     head.input[0] = "edge_spec_rows"
     out.type.tensor_type.shape.dim[1].dim_param = "rows"
     return True
@@ -89,19 +100,44 @@ def _add_argmax(model: Any) -> bool:
     taken = {v.name for v in (*g.input, *g.output)} & {BAN_AT, BAN_VALUE, ARGMAX}
     # -inf must exist in the logits' type and come from numpy: float32 and float16 only.
     dtype = out.type.tensor_type.elem_type if out is not None else None
-    if (out is None or len(out.type.tensor_type.shape.dim) != 3 or opset < 11 or taken
-            or dtype not in (TensorProto.FLOAT, TensorProto.FLOAT16)):
+    if (
+        out is None
+        or len(out.type.tensor_type.shape.dim) != 3
+        or opset < 11
+        or taken
+        or dtype not in (TensorProto.FLOAT, TensorProto.FLOAT16)
+    ):
         return False
-    g.input.extend([helper.make_tensor_value_info(BAN_AT, TensorProto.INT64, ["banned", 3]),
-                    helper.make_tensor_value_info(BAN_VALUE, dtype, ["banned"])])
+    g.input.extend(
+        [
+            helper.make_tensor_value_info(BAN_AT, TensorProto.INT64, ["banned", 3]),
+            helper.make_tensor_value_info(BAN_VALUE, dtype, ["banned"]),
+        ]
+    )
     # Ties go to the first index (numpy's rule): ArgMax's default, explicit from opset 12 on.
     first = {"select_last_index": 0} if opset >= 12 else {}
-    g.node.extend([
-        helper.make_node("ScatterND", ["logits", BAN_AT, BAN_VALUE], ["edge_spec_masked"],
-                         name="edge_spec_mask_banned"),
-        helper.make_node("ArgMax", ["edge_spec_masked"], [ARGMAX], axis=-1, keepdims=0,
-                         name="edge_spec_take_argmax", **first)])
-    dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-            for d in out.type.tensor_type.shape.dim[:2]]
+    g.node.extend(
+        [
+            helper.make_node(
+                "ScatterND",
+                ["logits", BAN_AT, BAN_VALUE],
+                ["edge_spec_masked"],
+                name="edge_spec_mask_banned",
+            ),
+            helper.make_node(
+                "ArgMax",
+                ["edge_spec_masked"],
+                [ARGMAX],
+                axis=-1,
+                keepdims=0,
+                name="edge_spec_take_argmax",
+                **first,
+            ),
+        ]
+    )
+    dims = [
+        d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+        for d in out.type.tensor_type.shape.dim[:2]
+    ]
     g.output.append(helper.make_tensor_value_info(ARGMAX, TensorProto.INT64, dims))
     return True

@@ -21,18 +21,38 @@ from edge_spec.runtimes.base import VocabInfo, fingerprint
 
 # Token texts llama.cpp treats as end of generation besides EOS (end-of-turn and FIM tokens);
 # the same list as the torch runtime's, so all runtimes stop on the same tokens.
-EOG_TEXTS = frozenset({
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-    "<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>", "<end_of_utterance>", "<|fim_pad|>",
-    "<fim-pad>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>", "</s>",
-})
+EOG_TEXTS = frozenset(
+    {
+        "<|eot_id|>",
+        "<|im_end|>",
+        "<|end|>",
+        "<end_of_turn>",
+        "<|endoftext|>",
+        "<|eom_id|>",
+        "<EOT>",
+        "_<EOT>",
+        "<｜end▁of▁sentence｜>",
+        "<end_of_utterance>",
+        "<|fim_pad|>",
+        "<fim-pad>",
+        "<|repo_name|>",
+        "<fim-repo>",
+        "<REPO>",
+        "<reponame>",
+        "<|file_sep|>",
+        "</s>",
+    }
+)
 CONFIG_FILES = ("genai_config.json", "config.json", "generation_config.json")
 
 
 def byte_decoder() -> dict[str, int]:
     """GPT-2 byte-level BPE: the printable character each byte is written as, inverted."""
-    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
-          *range(ord("®"), ord("ÿ") + 1)]
+    bs = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     cs = bs[:]
     n = 0
     for b in range(256):
@@ -124,7 +144,12 @@ class JsonTokenizer:
         # Like llama.cpp: add_bos adds BOS only when the model's tokenizer wants one.
         self._tok.encode_special_tokens = not special
         ids = self._tok.encode(text, add_special_tokens=False).ids
-        if add_bos and self.add_bos and self.bos_id is not None and (not ids or ids[0] != self.bos_id):
+        if (
+            add_bos
+            and self.add_bos
+            and self.bos_id is not None
+            and (not ids or ids[0] != self.bos_id)
+        ):
             ids.insert(0, self.bos_id)
         return list(ids)
 
@@ -152,14 +177,19 @@ class JsonTokenizer:
             out = []
             for i, t in enumerate(texts):
                 # Control tokens, end-of-generation texts and padding rows print nothing.
-                if (i >= n_real or self._specials.get(i, False) or i in self.eog_ids
-                        or t == f"[PAD{i}]"):
+                if (
+                    i >= n_real
+                    or self._specials.get(i, False)
+                    or i in self.eog_ids
+                    or t == f"[PAD{i}]"
+                ):
                     out.append(b"")
                 elif i in self._specials:  # a user-defined added token is written as its text
                     out.append(t.encode("utf-8"))
                 elif byte_level:
-                    out.append(bytes(dec[c] for c in t) if all(c in dec for c in t)
-                               else t.encode("utf-8"))
+                    out.append(
+                        bytes(dec[c] for c in t) if all(c in dec for c in t) else t.encode("utf-8")
+                    )
                 else:
                     out.append(spm_piece(t))
             self._pieces = out
@@ -183,7 +213,12 @@ class JsonTokenizer:
         if self._vocab is None:
             texts = self.token_text()
             self._vocab = VocabInfo(
-                size=self.n_vocab, vocab_type=self.vocab_type(), bos_id=self.bos_id,
-                eos_id=self.eos_id, eog_ids=frozenset(self.eog_ids),
-                fingerprint=fingerprint(texts, self.bos_id, self.eos_id), token_text=texts)
+                size=self.n_vocab,
+                vocab_type=self.vocab_type(),
+                bos_id=self.bos_id,
+                eos_id=self.eos_id,
+                eog_ids=frozenset(self.eog_ids),
+                fingerprint=fingerprint(texts, self.bos_id, self.eos_id),
+                token_text=texts,
+            )
         return self._vocab

@@ -50,8 +50,10 @@ def smollm2_path() -> Path:
 def qwen_paths() -> tuple[Path, Path]:
     from edge_spec.store.models import resolve
 
-    return (resolve("qwen2.5-coder-1.5b-instruct-q4_k_m", progress=False),
-            resolve("qwen2.5-coder-0.5b-instruct", progress=False))
+    return (
+        resolve("qwen2.5-coder-1.5b-instruct-q4_k_m", progress=False),
+        resolve("qwen2.5-coder-0.5b-instruct", progress=False),
+    )
 
 
 @pytest.fixture(scope="session")

@@ -21,14 +21,19 @@ def batch_noise(rt, prompt: Sequence[int], out: Sequence[int], windows=(8, 32, 6
         rt.truncate(n0)
         rows = []
         for i in range(n0, len(seq), w):
-            chunk = seq[i:i + w]
+            chunk = seq[i : i + w]
             rows.append(rt.eval(chunk, rows=range(len(chunk))).copy())
         worst = max(worst, float(np.abs(np.concatenate(rows) - single).max()))
     return worst
 
 
-def first_divergence(rt, prompt: Sequence[int], plain: Sequence[int],  # noqa: ANN001
-                     spec: Sequence[int], noise: float) -> Divergence | None:
+def first_divergence(
+    rt,
+    prompt: Sequence[int],
+    plain: Sequence[int],  # noqa: ANN001
+    spec: Sequence[int],
+    noise: float,
+) -> Divergence | None:
     """Where spec and plain first differ, with the target's top-2 gap there (one-token eval)."""
     i = first_difference(plain, spec)
     if i is None:
@@ -42,8 +47,13 @@ def first_divergence(rt, prompt: Sequence[int], plain: Sequence[int],  # noqa: A
     return Divergence(i, pt, st, float(top[1] - top[0]), noise)
 
 
-def assert_same_or_near_tie(rt, prompt: Sequence[int], plain_text: str, spec_text: str,  # noqa: ANN001
-                            what: str = "") -> Divergence | None:
+def assert_same_or_near_tie(
+    rt,
+    prompt: Sequence[int],
+    plain_text: str,
+    spec_text: str,  # noqa: ANN001
+    what: str = "",
+) -> Divergence | None:
     """Speculative text equals plain text, or they part at a proven near-tie (reported)."""
     if plain_text == spec_text:
         return None
@@ -52,5 +62,7 @@ def assert_same_or_near_tie(rt, prompt: Sequence[int], plain_text: str, spec_tex
     noise = batch_noise(rt, prompt, plain)
     d = first_divergence(rt, prompt, plain, spec, noise)
     assert d is not None and d.near_tie, (what, d, plain_text[:200], spec_text[:200])
-    print(f"\n[near-tie] {what}: token {d.position}, top-2 gap {d.top2_gap:.3f} <= noise {noise:.3f}")
+    print(
+        f"\n[near-tie] {what}: token {d.position}, top-2 gap {d.top2_gap:.3f} <= noise {noise:.3f}"
+    )
     return d

@@ -44,10 +44,18 @@ def test_layers_point_one_way(tmp_path: Path) -> None:
     exe = _bin("lint-imports")
     root = _installed_layout(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(root)}
-    res = subprocess.run([exe, str(REPO / "pyproject.toml"), "--no-cache"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [exe, str(REPO / "pyproject.toml"), "--no-cache"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
-    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"][
+        "contracts"
+    ]
     assert f"Contracts: {len(contracts)} kept, 0 broken" in res.stdout, res.stdout[-2000:]
 
 
@@ -55,9 +63,20 @@ def test_mypy_on_the_core(tmp_path: Path) -> None:
     exe = _bin("mypy")
     root = _installed_layout(tmp_path)
     env = {**os.environ, "MYPYPATH": str(root)}
-    res = subprocess.run([exe, "--config-file", str(REPO / "pyproject.toml"),
-                          "--cache-dir", str(tmp_path / "cache")],
-                         cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [
+            exe,
+            "--config-file",
+            str(REPO / "pyproject.toml"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stdout[-6000:]
 
 
@@ -70,8 +89,9 @@ def _function_imports(path: Path) -> list[tuple[int, str]]:
                 if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("edge_spec"):
                     out.append((node.lineno, node.module or ""))
                 elif isinstance(node, ast.Import):
-                    out += [(node.lineno, a.name) for a in node.names
-                            if a.name.startswith("edge_spec")]
+                    out += [
+                        (node.lineno, a.name) for a in node.names if a.name.startswith("edge_spec")
+                    ]
     return out
 
 

@@ -20,20 +20,38 @@ FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
     "qwen2": ("Qwen2Config", {}),
     "qwen3": ("Qwen3Config", {"head_dim": 16, "tie_word_embeddings": True}),
     # six layers: Gemma 3's pattern of five sliding-window layers and one global layer
-    "gemma3_text": ("Gemma3TextConfig", {"head_dim": 16, "query_pre_attn_scalar": 16,
-                                         "sliding_window": 16, "num_hidden_layers": 6}),
+    "gemma3_text": (
+        "Gemma3TextConfig",
+        {"head_dim": 16, "query_pre_attn_scalar": 16, "sliding_window": 16, "num_hidden_layers": 6},
+    ),
     "phi3": ("Phi3Config", {"original_max_position_embeddings": 512, "pad_token_id": 0}),
-    "granite": ("GraniteConfig", {"embedding_multiplier": 4.0, "residual_multiplier": 0.5,
-                                  "attention_multiplier": 0.25, "logits_scaling": 2.0}),
-    "starcoder2": ("Starcoder2Config", {"use_bias": True, "norm_epsilon": 1e-5,
-                                        "rms_norm_eps": None}),
+    "granite": (
+        "GraniteConfig",
+        {
+            "embedding_multiplier": 4.0,
+            "residual_multiplier": 0.5,
+            "attention_multiplier": 0.25,
+            "logits_scaling": 2.0,
+        },
+    ),
+    "starcoder2": (
+        "Starcoder2Config",
+        {"use_bias": True, "norm_epsilon": 1e-5, "rms_norm_eps": None},
+    ),
 }
 # Families built with Qwen2.5's vocabulary. Phi-3 is among them because llama.cpp's vocabulary
 # loader fails on a phi3 GGUF with SmolLM2's vocabulary (either converter's output).
 QWEN_FAMILIES = ("qwen2", "qwen3", "phi3")
-_SHAPE = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-          "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512,
-          "tie_word_embeddings": False, "rms_norm_eps": 1e-6}
+_SHAPE = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 512,
+    "tie_word_embeddings": False,
+    "rms_norm_eps": 1e-6,
+}
 INIT_STD = 0.25
 
 
@@ -46,8 +64,9 @@ def tokenizer_from_gguf(gguf: Path, out: Path) -> Path:
     return out
 
 
-def build_tiny(model_type: str, tokenizer_dir: Path, out: Path, seed: int = 0,
-               **overrides: Any) -> Path:
+def build_tiny(
+    model_type: str, tokenizer_dir: Path, out: Path, seed: int = 0, **overrides: Any
+) -> Path:
     """A random-init checkpoint of `model_type` with the tokenizer in `tokenizer_dir`;
     `overrides` replace config fields (a smaller drafter: `num_hidden_layers=1`)."""
     import torch
@@ -58,15 +77,17 @@ def build_tiny(model_type: str, tokenizer_dir: Path, out: Path, seed: int = 0,
     ids = list(tok["model"]["vocab"].values()) + [a["id"] for a in tok.get("added_tokens", [])]
     specials = _special_ids(tokenizer_dir)
     fields = {k: v for k, v in {**_SHAPE, **extra, **overrides}.items() if v is not None}
-    cfg = getattr(transformers, cls_name)(**fields, vocab_size=max(ids) + 1,
-                                         initializer_range=INIT_STD, **specials)
+    cfg = getattr(transformers, cls_name)(
+        **fields, vocab_size=max(ids) + 1, initializer_range=INIT_STD, **specials
+    )
     torch.manual_seed(seed)
     model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     with torch.no_grad():  # norms drawn around one: every weight matters, none is a no-op
         for name, p in model.named_parameters():
             if p.dim() == 1:
-                p.copy_(1.0 + 0.1 * torch.randn_like(p) if "norm" in name else
-                        0.1 * torch.randn_like(p))
+                p.copy_(
+                    1.0 + 0.1 * torch.randn_like(p) if "norm" in name else 0.1 * torch.randn_like(p)
+                )
     model.save_pretrained(str(out), safe_serialization=True)
     for f in tokenizer_dir.iterdir():
         if f.is_file():

@@ -37,8 +37,11 @@ _MARKER = re.compile(r"\.\.\.|rest of (the )?code")
 
 def _is_marker(line: str) -> bool:
     text = line.strip()
-    return bool(text) and text.startswith(("#", "//", "/*", "--", "<!--")) and bool(
-        _MARKER.search(text))
+    return (
+        bool(text)
+        and text.startswith(("#", "//", "/*", "--", "<!--"))
+        and bool(_MARKER.search(text))
+    )
 
 
 def build_task(spec: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
@@ -55,17 +58,28 @@ def build_task(spec: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     for ln in spec["update"].splitlines():
         if ln.strip() and not _is_marker(ln) and ln.strip() not in lines:
             raise ValueError(f"{spec['id']}: snippet line not in expected: {ln!r}")
-    diff = difflib.SequenceMatcher(None, original.splitlines(), text.splitlines(),
-                                   autojunk=False)
-    changed = sum(max(i2 - i1, 0) + max(j2 - j1, 0)
-                  for tag, i1, i2, j1, j2 in diff.get_opcodes() if tag != "equal")
-    return {"id": spec["id"], "repo": base["repo"], "commit": base["commit"],
-            "path": base["path"], "language": base["language"],
-            "instruction": spec["instruction"], "original": original,
-            "update": spec["update"], "expected": text, "style": spec["style"],
-            "ambiguous": bool(spec.get("ambiguous", False)), "base": base["id"],
-            "split": "dev",
-            "stats": {"original_lines": original.count("\n"), "changed_lines": changed}}
+    diff = difflib.SequenceMatcher(None, original.splitlines(), text.splitlines(), autojunk=False)
+    changed = sum(
+        max(i2 - i1, 0) + max(j2 - j1, 0)
+        for tag, i1, i2, j1, j2 in diff.get_opcodes()
+        if tag != "equal"
+    )
+    return {
+        "id": spec["id"],
+        "repo": base["repo"],
+        "commit": base["commit"],
+        "path": base["path"],
+        "language": base["language"],
+        "instruction": spec["instruction"],
+        "original": original,
+        "update": spec["update"],
+        "expected": text,
+        "style": spec["style"],
+        "ambiguous": bool(spec.get("ambiguous", False)),
+        "base": base["id"],
+        "split": "dev",
+        "stats": {"original_lines": original.count("\n"), "changed_lines": changed},
+    }
 
 
 def assign_splits(tasks: list[dict[str, Any]], seed: int = 0) -> None:
@@ -86,16 +100,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=DATA / "code_apply_ide.jsonl")
     args = p.parse_args(argv)
     bases = {t["id"]: t for t in map(json.loads, args.mined.read_text("utf-8").splitlines())}
-    specs = [s for f in sorted(HERE.glob("tasks_*.toml"))
-             for s in tomllib.loads(f.read_text("utf-8"))["task"]]
+    specs = [
+        s
+        for f in sorted(HERE.glob("tasks_*.toml"))
+        for s in tomllib.loads(f.read_text("utf-8"))["task"]
+    ]
     try:
         tasks = [build_task(s, bases[s["base"]]) for s in specs]
     except (ValueError, KeyError) as exc:
         print(f"bad task: {exc}", file=sys.stderr)
         return 2
     assign_splits(tasks)
-    args.out.write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in tasks),
-                        encoding="utf-8")
+    args.out.write_text(
+        "".join(json.dumps(t, ensure_ascii=False) + "\n" for t in tasks), encoding="utf-8"
+    )
     print(f"{len(tasks)} tasks -> {args.out}", file=sys.stderr)
     return 0
 

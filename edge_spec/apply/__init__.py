@@ -14,6 +14,20 @@ from edge_spec.apply.templates import (
 )
 from edge_spec.config.settings import LAZY_POLICIES
 
-__all__ = ["LAZY_POLICIES", "MARKER", "SYSTEM", "TEMPLATES", "ApplyPlan", "ApplyResult",
-           "Template", "build_messages", "check_policy", "clean_output", "edit_references",
-           "lazy_lines", "naive_merge", "pick_template", "plan_apply"]
+__all__ = [
+    "LAZY_POLICIES",
+    "MARKER",
+    "SYSTEM",
+    "TEMPLATES",
+    "ApplyPlan",
+    "ApplyResult",
+    "Template",
+    "build_messages",
+    "check_policy",
+    "clean_output",
+    "edit_references",
+    "lazy_lines",
+    "naive_merge",
+    "pick_template",
+    "plan_apply",
+]

@@ -59,8 +59,9 @@ def _content(text: str) -> tuple[str, ...]:
     return tuple(" ".join(ln.split()) for ln in text.splitlines() if ln.strip())
 
 
-def allowed(original: str, update: str, merge: MergeResult, settings: ApplySettings
-            ) -> list[HunkChoice] | None:
+def allowed(
+    original: str, update: str, merge: MergeResult, settings: ApplySettings
+) -> list[HunkChoice] | None:
     """Per unsure hunk, its placements the answer check passes (the others' as the merge put
     them), one per distinct content (the one nearest the merge's span: placements that differ
     only in blank lines score alike); None when some hunk has none, or over `choose_max`."""
@@ -71,8 +72,10 @@ def allowed(original: str, update: str, merge: MergeResult, settings: ApplySetti
         if h.status == "exact":
             continue
         own = merge.edits[h.index]
-        alts = sorted(alternative_edits(merge, h.index, len(olines), settings.choose_reach),
-                      key=lambda e: abs(e.start - own.start) + abs(e.end - own.end))
+        alts = sorted(
+            alternative_edits(merge, h.index, len(olines), settings.choose_reach),
+            key=lambda e: abs(e.start - own.start) + abs(e.end - own.end),
+        )
         seen: set[tuple[str, ...]] = set()
         ok: list[Edit] = []
         for e in alts:
@@ -81,9 +84,11 @@ def allowed(original: str, update: str, merge: MergeResult, settings: ApplySetti
             if _content(text) in seen:
                 continue
             seen.add(_content(text))
-            if not (snippet_lines_missing(slines, text.replace("\r\n", "\n").splitlines())
-                    or unshown_changes(original, update, text, merge)
-                    or marker_gaps(original, update, text, merge.language)):
+            if not (
+                snippet_lines_missing(slines, text.replace("\r\n", "\n").splitlines())
+                or unshown_changes(original, update, text, merge)
+                or marker_gaps(original, update, text, merge.language)
+            ):
                 ok.append(e)
         if not ok or len(ok) > settings.choose_max:
             return None
@@ -97,12 +102,14 @@ def score_texts(rt: Runtime, prompt: Sequence[int], texts: Sequence[str]) -> lis
     toks = [rt.tokenize(t, special=False) for t in texts]
     shared = min(len(t) for t in toks)
     for t in toks[1:]:
-        shared = min(shared, next((i for i, (a, b) in enumerate(zip(toks[0], t, strict=False))
-                                   if a != b), shared))
+        shared = min(
+            shared,
+            next((i for i, (a, b) in enumerate(zip(toks[0], t, strict=False)) if a != b), shared),
+        )
     base = list(prompt) + toks[0][:shared]
     keep = sync_prefix(rt, base[:-1])
     for at in range(keep, len(base) - 1, max(1, rt.n_batch)):
-        rt.eval(base[at:min(at + rt.n_batch, len(base) - 1)], rows=[])
+        rt.eval(base[at : min(at + rt.n_batch, len(base) - 1)], rows=[])
     out = []
     for t in toks:
         rt.truncate(len(base) - 1)
@@ -110,10 +117,11 @@ def score_texts(rt: Runtime, prompt: Sequence[int], texts: Sequence[str]) -> lis
         total = 0.0
         for at in range(0, len(want), _ROWS):
             rows = list(range(at, min(at + _ROWS, len(want))))
-            logits = np.asarray(rt.eval(feed[at:rows[-1] + 1], rows=[r - at for r in rows]),
-                                dtype=np.float64)
+            logits = np.asarray(
+                rt.eval(feed[at : rows[-1] + 1], rows=[r - at for r in rows]), dtype=np.float64
+            )
             top = logits.max(axis=1, keepdims=True)
-            logz = (top[:, 0] + np.log(np.exp(logits - top).sum(axis=1)))
+            logz = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))
             total += float(sum(logits[k, want[r]] - logz[k] for k, r in enumerate(rows)))
         out.append(total)
     return out
@@ -130,9 +138,16 @@ def _window(merge: MergeResult, choice: HunkChoice, n: int, reach: int) -> tuple
     return a, b
 
 
-def choose(rt: Runtime, original: str, update: str, merge: MergeResult,
-           choices: Sequence[HunkChoice], settings: ApplySettings, lang: str = "",
-           instruction: str | None = None) -> list[HunkChoice]:
+def choose(
+    rt: Runtime,
+    original: str,
+    update: str,
+    merge: MergeResult,
+    choices: Sequence[HunkChoice],
+    settings: ApplySettings,
+    lang: str = "",
+    instruction: str | None = None,
+) -> list[HunkChoice]:
     """Each hunk's placements scored by the target in a window around them."""
     olines, _, _ = split_original(original)
     slines = update.replace("\r\n", "\n").split("\n")
@@ -145,12 +160,15 @@ def choose(rt: Runtime, original: str, update: str, merge: MergeResult,
         inside = [i for i, e in enumerate(merge.edits) if a <= e.start and e.end <= b]
         texts = []
         for e in c.edits:
-            edits = [Edit(x.start - a, x.end - a, x.lines) for x in
-                     (e if i == c.hunk else merge.edits[i] for i in inside)]
+            edits = [
+                Edit(x.start - a, x.end - a, x.lines)
+                for x in (e if i == c.hunk else merge.edits[i] for i in inside)
+            ]
             texts.append("".join(ln + "\n" for ln in assemble(olines[a:b], edits)))
         window = "".join(ln + "\n" for ln in olines[a:b])
-        plan = plan_apply(rt, window, snippet_part(slines, merge, inside), instruction,
-                          lang=lang, guard="off")
+        plan = plan_apply(
+            rt, window, snippet_part(slines, merge, inside), instruction, lang=lang, guard="off"
+        )
         stop = plan.stop[0] if plan.stop else ""
         # The answer ends where the stop string takes the window's last newline.
         scores = score_texts(rt, plan.tokens, [t[:-1] + stop for t in texts])
@@ -162,5 +180,4 @@ def chosen_text(original: str, merge: MergeResult, choices: Sequence[HunkChoice]
     """The file with each hunk at its winning placement."""
     olines, eol, final = split_original(original)
     win = {c.hunk: c.winner for c in choices}
-    return _text(assemble(olines, [win.get(i, e) for i, e in enumerate(merge.edits)]), eol,
-                 final)
+    return _text(assemble(olines, [win.get(i, e) for i, e in enumerate(merge.edits)]), eol, final)

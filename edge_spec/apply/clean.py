@@ -9,8 +9,9 @@ from edge_spec.apply.merge.markers import marker_shape
 from edge_spec.apply.merge.naive import MARKER
 
 
-def clean_output(raw: str, original: str, prefix: str = "", stop: tuple[str, ...] = (),
-                 stopped: bool = True) -> str:
+def clean_output(
+    raw: str, original: str, prefix: str = "", stop: tuple[str, ...] = (), stopped: bool = True
+) -> str:
     """Strip a wrapping fence or output tags; keep the original's final-newline convention.
 
     The body is never altered: only the wrapper goes, and a final newline is added or removed
@@ -22,14 +23,16 @@ def clean_output(raw: str, original: str, prefix: str = "", stop: tuple[str, ...
     if not prefix:  # the model wrote its own wrapper
         m = re.match(r"^\s*(`{3,})[^\n]*\n", text)
         if m:
-            text = text[m.end():]
+            text = text[m.end() :]
             close = text.rfind("\n" + m.group(1))
             if close >= 0:
-                text = text[:close + 1]
-        for open_tag, close_tag in (("<updated-code>", "</updated-code>"),
-                                    ("<update_file>", "</update_file>")):
+                text = text[: close + 1]
+        for open_tag, close_tag in (
+            ("<updated-code>", "</updated-code>"),
+            ("<update_file>", "</update_file>"),
+        ):
             if text.lstrip().startswith(open_tag):
-                text = text.lstrip()[len(open_tag):].split(close_tag)[0]
+                text = text.lstrip()[len(open_tag) :].split(close_tag)[0]
     if prefix.startswith("<") and text.startswith("\n") and not original.startswith("\n"):
         text = text[1:]
     if original.endswith("\n") and not text.endswith("\n"):
@@ -55,6 +58,8 @@ def lazy_lines(text: str, original: str, markers: Sequence[str] = ()) -> list[in
     """
     have = {ln.strip() for ln in original.splitlines()}
     copied = set(markers) - have
-    return [i for i, ln in enumerate(text.splitlines(), 1)
-            if (MARKER.match(ln) or ln.strip() in copied or marker_shape(ln))
-            and ln.strip() not in have]
+    return [
+        i
+        for i, ln in enumerate(text.splitlines(), 1)
+        if (MARKER.match(ln) or ln.strip() in copied or marker_shape(ln)) and ln.strip() not in have
+    ]

@@ -60,9 +60,15 @@ class ApplyResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The apply fields of the JSON contract (besides the generation stats)."""
-        return {"engine": self.engine, "verdicts": self.verdicts, "suspect": self.suspect,
-                "lazy_lines": self.lazy_lines, "fallback": self.fallback, "regions": self.regions,
-                "choice": self.choice}
+        return {
+            "engine": self.engine,
+            "verdicts": self.verdicts,
+            "suspect": self.suspect,
+            "lazy_lines": self.lazy_lines,
+            "fallback": self.fallback,
+            "regions": self.regions,
+            "choice": self.choice,
+        }
 
 
 @dataclass(frozen=True)
@@ -84,8 +90,7 @@ class ApplyPlan:
     def crlf(self) -> bool:
         return "\r\n" in self.original
 
-    def stream_filter(self, on_delta: Callable[[str], None] | None
-                      ) -> Callable[[str], None] | None:
+    def stream_filter(self, on_delta: Callable[[str], None] | None) -> Callable[[str], None] | None:
         """Wrap a delta callback so streamed text gets the original's line ends."""
         if on_delta is None or not self.crlf:
             return on_delta
@@ -97,19 +102,34 @@ class ApplyPlan:
         original's)."""
         return clean_output(raw, self.original, self.prefix, self.stop, stopped)
 
-    def finish(self, raw: str, stats: Stats, tokens: list[int], on_lazy: LazyPolicy = "keep"
-               ) -> ApplyResult:
+    def finish(
+        self, raw: str, stats: Stats, tokens: list[int], on_lazy: LazyPolicy = "keep"
+    ) -> ApplyResult:
         """The result of a finished generation, with the lazy-answer policy applied."""
         text = self.clean(raw, stats.finish_reason == "stop")
-        res = ApplyResult(text=text, raw=raw, stats=stats, template=self.template.name,
-                          extra={"tokens": tokens, "prompt": self.tokens, "guard": self.guard})
+        res = ApplyResult(
+            text=text,
+            raw=raw,
+            stats=stats,
+            template=self.template.name,
+            extra={"tokens": tokens, "prompt": self.tokens, "guard": self.guard},
+        )
         return _lazy_policy(res, on_lazy, self.original, self.merged, self.markers)
 
 
-def plan_apply(target: Runtime, original: str, update: str, instruction: str | None = None, *,
-               template: str | None = None, lang: str = "",
-               max_tokens: int | None = None, merged: str | None = None,
-               guard: GuardMode | bool = "order", merge: MergeResult | None = None) -> ApplyPlan:
+def plan_apply(
+    target: Runtime,
+    original: str,
+    update: str,
+    instruction: str | None = None,
+    *,
+    template: str | None = None,
+    lang: str = "",
+    max_tokens: int | None = None,
+    merged: str | None = None,
+    guard: GuardMode | bool = "order",
+    merge: MergeResult | None = None,
+) -> ApplyPlan:
     """Build the plan for merging `update` into `original` with `target`.
 
     `merged` (the structural merge's best text, when there is one) replaces the naive merge as
@@ -123,8 +143,9 @@ def plan_apply(target: Runtime, original: str, update: str, instruction: str | N
     tokens = chat_tokens(target, msgs) + target.tokenize(prefix, special=False)
     # The snippet's marker lines never appear in the answer: drafting them only wastes verifies.
     snippet = "\n".join(ln for ln in update_lf.splitlines() if not MARKER.match(ln))
-    merged_ref, orig_ref = edit_references(original_lf, update_lf,
-                                           None if merged is None else merged.replace("\r\n", "\n"))
+    merged_ref, orig_ref = edit_references(
+        original_lf, update_lf, None if merged is None else merged.replace("\r\n", "\n")
+    )
     budget = max_tokens or int(len(target.tokenize(original_lf + update_lf)) * 1.3) + 64
     markers = snippet_markers(original_lf, update_lf, detect_language(lang))
     line_guard: Guard | None = None
@@ -138,15 +159,37 @@ def plan_apply(target: Runtime, original: str, update: str, instruction: str | N
             merge = merge or structural_merge(original_lf, update_lf, lang)
             aligned = context_pairs(original_lf, update_lf, merge)
             follows = hunk_follows(original_lf, merge)
-        line_guard = lines_guard(original_lf, marked, stop, target.token_bytes, target.n_vocab,
-                                 target.vocab.fingerprint, order=guard == "order",
-                                 aligned=aligned, follows=follows)
+        line_guard = lines_guard(
+            original_lf,
+            marked,
+            stop,
+            target.token_bytes,
+            target.n_vocab,
+            target.vocab.fingerprint,
+            order=guard == "order",
+            aligned=aligned,
+            follows=follows,
+        )
     elif guard == "markers":
-        line_guard = apply_guard(original_lf, lambda t: target.token_bytes(t).decode(
-            "utf-8", "ignore"), target.n_vocab, target.vocab.fingerprint, markers)
-    return ApplyPlan(original=original, template=tpl, tokens=tokens, prefix=prefix, stop=stop,
-                     references=(merged_ref, orig_ref, Reference(snippet)), budget=budget,
-                     merged=merged_ref.text, guard=line_guard, markers=markers)
+        line_guard = apply_guard(
+            original_lf,
+            lambda t: target.token_bytes(t).decode("utf-8", "ignore"),
+            target.n_vocab,
+            target.vocab.fingerprint,
+            markers,
+        )
+    return ApplyPlan(
+        original=original,
+        template=tpl,
+        tokens=tokens,
+        prefix=prefix,
+        stop=stop,
+        references=(merged_ref, orig_ref, Reference(snippet)),
+        budget=budget,
+        merged=merged_ref.text,
+        guard=line_guard,
+        markers=markers,
+    )
 
 
 def guard_mode(guard: str | bool) -> GuardMode:
@@ -163,8 +206,9 @@ def check_policy(on_lazy: str) -> None:
         raise UserError(f"unknown on_lazy {on_lazy!r}: use one of {', '.join(LAZY_POLICIES)}")
 
 
-def _lazy_policy(res: ApplyResult, policy: LazyPolicy, original: str, merged: str,
-                 markers: tuple[str, ...] = ()) -> ApplyResult:
+def _lazy_policy(
+    res: ApplyResult, policy: LazyPolicy, original: str, merged: str, markers: tuple[str, ...] = ()
+) -> ApplyResult:
     """Apply `policy` to an answer with elided code: keep it, use `merged` (the naive merge, LF
     line ends), or refuse."""
     res.lazy_lines = lazy_lines(res.text, original, markers)
@@ -172,9 +216,11 @@ def _lazy_policy(res: ApplyResult, policy: LazyPolicy, original: str, merged: st
         return res
     where = ", ".join(map(str, res.lazy_lines[:8])) + (" ..." if len(res.lazy_lines) > 8 else "")
     if policy == "error":
-        raise UserError(f"the model left {len(res.lazy_lines)} '... existing code ...' marker(s) "
-                        f"in the merged file (line {where}), so code would be lost; use a model "
-                        "trained for apply, or accept the naive merge (on_lazy='naive')")
+        raise UserError(
+            f"the model left {len(res.lazy_lines)} '... existing code ...' marker(s) "
+            f"in the merged file (line {where}), so code would be lost; use a model "
+            "trained for apply, or accept the naive merge (on_lazy='naive')"
+        )
     res.text = merged.replace("\n", "\r\n") if "\r\n" in original else merged
     res.fallback = "naive"
     return res

@@ -54,8 +54,9 @@ class RegionPlan:
         return [s for s in self.segments if isinstance(s, Window)]
 
 
-def plan_regions(original: str, snippet: str, merge: MergeResult, settings: ApplySettings,
-                 force: bool = False) -> RegionPlan | None:
+def plan_regions(
+    original: str, snippet: str, merge: MergeResult, settings: ApplySettings, force: bool = False
+) -> RegionPlan | None:
     """The region plan for a merge with unsure hunks; None when regions do not apply.
 
     `force` (the file does not fit the model's context) skips the share limit.
@@ -68,8 +69,9 @@ def plan_regions(original: str, snippet: str, merge: MergeResult, settings: Appl
     unsure = [h.index for h in merge.hunks if h.status != "exact"]
     spans = [(e.start, e.end) for e in merge.edits]
     reach, n = settings.region_context, len(olines)
-    wins = _closed([(max(0, spans[i][0] - reach), min(n, spans[i][1] + reach), [i])
-                    for i in unsure], spans)
+    wins = _closed(
+        [(max(0, spans[i][0] - reach), min(n, spans[i][1] + reach), [i]) for i in unsure], spans
+    )
     # Moving edges to statement starts can reach into another hunk: close over it again.
     wins = _closed([_edges(olines, spans, w, reach) for w in wins], spans)
     covered = sum(b - a for a, b, _ in wins)
@@ -89,18 +91,26 @@ def plan_regions(original: str, snippet: str, merge: MergeResult, settings: Appl
         if k // 2 < len(wins):
             a, b, hunks = wins[k // 2]
             edits = [merge.edits[i] for i in hunks]
-            segments.append(Window(a, b, tuple(hunks), _text(olines[a:b]),
-                                   snippet_part(slines, merge, hunks),
-                                   _text(_piece(olines, a, b, edits))))
+            segments.append(
+                Window(
+                    a,
+                    b,
+                    tuple(hunks),
+                    _text(olines[a:b]),
+                    snippet_part(slines, merge, hunks),
+                    _text(_piece(olines, a, b, edits)),
+                )
+            )
     if len(used) != len(spans):
         return None  # an edit fits neither a window nor settled text: never drop it
-    return RegionPlan(tuple(segments), eol, final,
-                      snippet_markers(original, snippet, merge.language), merge)
+    return RegionPlan(
+        tuple(segments), eol, final, snippet_markers(original, snippet, merge.language), merge
+    )
 
 
 def _base(olines: Sequence[str], spans: Sequence[tuple[int, int]], hunks: Sequence[int]) -> int:
     """The least indentation of the original lines the hunks replace."""
-    lines = [ln for i in hunks for ln in olines[spans[i][0]:spans[i][1]] if ln.strip()]
+    lines = [ln for i in hunks for ln in olines[spans[i][0] : spans[i][1]] if ln.strip()]
     return min((len(ln) - len(ln.lstrip()) for ln in lines), default=0)
 
 
@@ -122,8 +132,12 @@ def _cut(olines: Sequence[str], at: int, inner: int, step: int, reach: int, base
     return at
 
 
-def _edges(olines: Sequence[str], spans: Sequence[tuple[int, int]],
-           win: tuple[int, int, list[int]], reach: int) -> tuple[int, int, list[int]]:
+def _edges(
+    olines: Sequence[str],
+    spans: Sequence[tuple[int, int]],
+    win: tuple[int, int, list[int]],
+    reach: int,
+) -> tuple[int, int, list[int]]:
     """The window's edges at statement starts (`_cut`), without blank lines at its ends: models
     drop those from answers, so they go to the settled text."""
     a, b, hunks = win
@@ -137,8 +151,7 @@ def _edges(olines: Sequence[str], spans: Sequence[tuple[int, int]],
     return a, b, hunks
 
 
-def _windows_merged(wins: Sequence[tuple[int, int, list[int]]]
-                    ) -> list[tuple[int, int, list[int]]]:
+def _windows_merged(wins: Sequence[tuple[int, int, list[int]]]) -> list[tuple[int, int, list[int]]]:
     out: list[tuple[int, int, list[int]]] = []
     for a, b, h in sorted(wins):
         if out and a <= out[-1][1]:
@@ -148,8 +161,9 @@ def _windows_merged(wins: Sequence[tuple[int, int, list[int]]]
     return out
 
 
-def _closed(wins: Sequence[tuple[int, int, list[int]]], spans: Sequence[tuple[int, int]]
-            ) -> list[tuple[int, int, list[int]]]:
+def _closed(
+    wins: Sequence[tuple[int, int, list[int]]], spans: Sequence[tuple[int, int]]
+) -> list[tuple[int, int, list[int]]]:
     """Windows merged where they touch, each grown over every hunk it cuts, until stable."""
     out = _windows_merged(wins)
     while True:
@@ -159,16 +173,23 @@ def _closed(wins: Sequence[tuple[int, int, list[int]]], spans: Sequence[tuple[in
         out = grown
 
 
-def _swallow(win: tuple[int, int, list[int]], spans: Sequence[tuple[int, int]]
-             ) -> tuple[int, int, list[int]]:
+def _swallow(
+    win: tuple[int, int, list[int]], spans: Sequence[tuple[int, int]]
+) -> tuple[int, int, list[int]]:
     """The window grown over every hunk it overlaps (an insertion strictly inside counts)."""
     lo, hi, hunks = win
-    cut = [i for i, (a, b) in enumerate(spans)
-           if i not in hunks and (a < hi and b > lo or a == b and lo < a < hi)]
+    cut = [
+        i
+        for i, (a, b) in enumerate(spans)
+        if i not in hunks and (a < hi and b > lo or a == b and lo < a < hi)
+    ]
     if not cut:
         return win
-    return (min(lo, *(spans[i][0] for i in cut)), max(hi, *(spans[i][1] for i in cut)),
-            sorted([*hunks, *cut]))
+    return (
+        min(lo, *(spans[i][0] for i in cut)),
+        max(hi, *(spans[i][1] for i in cut)),
+        sorted([*hunks, *cut]),
+    )
 
 
 def _piece(olines: Sequence[str], lo: int, hi: int, edits: Sequence[Edit]) -> list[str]:
@@ -196,8 +217,9 @@ Delta = Callable[[str], None]
 RunWindow = Callable[[Window, "Delta | None"], ApplyResult]
 
 
-def run_regions(plan: RegionPlan, run_window: RunWindow, on_delta: Delta | None,
-                original: str) -> ApplyResult:
+def run_regions(
+    plan: RegionPlan, run_window: RunWindow, on_delta: Delta | None, original: str
+) -> ApplyResult:
     """Write the file segment by segment: settled text as is, each window by the model.
 
     Streamed deltas are the final text in order: a window's deltas are the model's, and what
@@ -226,7 +248,7 @@ def run_regions(plan: RegionPlan, run_window: RunWindow, on_delta: Delta | None,
         text = res.text[:-1] if end and res.text.endswith("\n") else res.text
         streamed = "".join(sent)
         if emit is not None and len(text) > len(streamed) and text.startswith(streamed):
-            emit(text[len(streamed):])
+            emit(text[len(streamed) :])
         pieces.append(text)
         done.append((seg, res))
         if res.stats.finish_reason == "cancelled":
@@ -237,26 +259,41 @@ def run_regions(plan: RegionPlan, run_window: RunWindow, on_delta: Delta | None,
 def _crlf(on_delta: Delta) -> Delta:
     def out(d: str) -> None:
         on_delta(d.replace("\n", "\r\n"))
+
     return out
 
 
-def _result(text: str, plan: RegionPlan, done: Sequence[tuple[Window, ApplyResult]],
-            original: str) -> ApplyResult:
+def _result(
+    text: str, plan: RegionPlan, done: Sequence[tuple[Window, ApplyResult]], original: str
+) -> ApplyResult:
     if plan.eol == "\r\n":
         text = text.replace("\n", "\r\n")
     parts = [r for _, r in done]
-    res = ApplyResult(text=text, raw="".join(r.raw for r in parts),
-                      stats=combine_stats([r.stats for r in parts]),
-                      template=parts[0].template if parts else "", engine="region",
-                      extra={"tokens": [t for r in parts for t in r.extra.get("tokens", [])]})
+    res = ApplyResult(
+        text=text,
+        raw="".join(r.raw for r in parts),
+        stats=combine_stats([r.stats for r in parts]),
+        template=parts[0].template if parts else "",
+        engine="region",
+        extra={"tokens": [t for r in parts for t in r.extra.get("tokens", [])]},
+    )
     res.lazy_lines = lazy_lines(text, original, plan.markers)
     res.fallback = next((r.fallback for r in parts if r.fallback), None)
     if plan.merge is not None:
-        res.suspect = [unsure_guess(f"the answer for lines {w.start + 1}-{w.end}", plan.merge,
-                                    w.hunks) for w, r in done if r.text == w.merged]
-    res.regions = [{"lines": [w.start + 1, w.end], "hunks": [h + 1 for h in w.hunks],
-                    "prompt_tokens": r.stats.prompt_tokens,
-                    "output_tokens": r.stats.output_tokens} for w, r in done]
+        res.suspect = [
+            unsure_guess(f"the answer for lines {w.start + 1}-{w.end}", plan.merge, w.hunks)
+            for w, r in done
+            if r.text == w.merged
+        ]
+    res.regions = [
+        {
+            "lines": [w.start + 1, w.end],
+            "hunks": [h + 1 for h in w.hunks],
+            "prompt_tokens": r.stats.prompt_tokens,
+            "output_tokens": r.stats.output_tokens,
+        }
+        for w, r in done
+    ]
     return res
 
 
@@ -265,10 +302,14 @@ def combine_stats(parts: Sequence[Stats]) -> Stats:
     if not parts:
         return Stats(draft="none", finish_reason="stop")
     reason = next((p.finish_reason for p in parts if p.finish_reason != "stop"), "stop")
-    return Stats(prompt_tokens=sum(p.prompt_tokens for p in parts),
-                 cached_tokens=sum(p.cached_tokens for p in parts),
-                 output_tokens=sum(p.output_tokens for p in parts),
-                 prefill_ms=sum(p.prefill_ms for p in parts),
-                 decode_ms=sum(p.decode_ms for p in parts),
-                 ttft_ms=parts[0].ttft_ms, finish_reason=reason, draft=parts[0].draft,
-                 steps=[s for p in parts for s in p.steps])
+    return Stats(
+        prompt_tokens=sum(p.prompt_tokens for p in parts),
+        cached_tokens=sum(p.cached_tokens for p in parts),
+        output_tokens=sum(p.output_tokens for p in parts),
+        prefill_ms=sum(p.prefill_ms for p in parts),
+        decode_ms=sum(p.decode_ms for p in parts),
+        ttft_ms=parts[0].ttft_ms,
+        finish_reason=reason,
+        draft=parts[0].draft,
+        steps=[s for p in parts for s in p.steps],
+    )

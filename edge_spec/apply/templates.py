@@ -7,12 +7,16 @@ from dataclasses import dataclass
 
 from edge_spec.errors import UserError
 
-SYSTEM = ("You merge code edits. Apply the edit snippet to the original file and output the "
-          "complete updated file in one code block, with nothing else.")
-SYSTEM_STRICT = ("You merge code edits. Apply the edit snippet to the original file and output "
-                 "the complete updated file in one code block, with nothing else. Copy every "
-                 "line the snippet does not change exactly as it is in the original; never "
-                 "write `... existing code ...` or any other placeholder for code.")
+SYSTEM = (
+    "You merge code edits. Apply the edit snippet to the original file and output the "
+    "complete updated file in one code block, with nothing else."
+)
+SYSTEM_STRICT = (
+    "You merge code edits. Apply the edit snippet to the original file and output "
+    "the complete updated file in one code block, with nothing else. Copy every "
+    "line the snippet does not change exactly as it is in the original; never "
+    "write `... existing code ...` or any other placeholder for code."
+)
 
 
 @dataclass(frozen=True)
@@ -30,29 +34,42 @@ TEMPLATES: dict[str, Template] = {
     # The original file comes first (after the fixed system prompt): an IDE that re-sends the
     # same file with a new edit then reuses the KV prefix of the whole file.
     "instruct": Template(
-        "instruct", SYSTEM,
+        "instruct",
+        SYSTEM,
         "Original file:\n{fence}{lang}\n{original_nl}{fence}\n\n{instruction_line}"
         "Edit snippet (`... existing code ...` stands for unchanged code):\n"
         "{fence}{lang}\n{update_nl}{fence}\n\nOutput the complete updated file.",
-        "{fence}{lang}\n", ("\n{fence}",)),
+        "{fence}{lang}\n",
+        ("\n{fence}",),
+    ),
     # A stricter wording, for A/B runs against `instruct` (edge-spec bench --template).
     "instruct-strict": Template(
-        "instruct-strict", SYSTEM_STRICT,
+        "instruct-strict",
+        SYSTEM_STRICT,
         "Original file:\n{fence}{lang}\n{original_nl}{fence}\n\n{instruction_line}"
         "Edit snippet (`... existing code ...` stands for unchanged code):\n"
         "{fence}{lang}\n{update_nl}{fence}\n\nOutput the complete updated file: every "
         "unchanged line of the original, no omissions, no `...` placeholders.",
-        "{fence}{lang}\n", ("\n{fence}",)),
+        "{fence}{lang}\n",
+        ("\n{fence}",),
+    ),
     "fastapply": Template(
-        "fastapply", None,
+        "fastapply",
+        None,
         "<instruction>{instruction}</instruction>\n<code>{original}</code>\n"
         "<update>{update}</update>",
-        "<updated-code>", ("</updated-code>",)),
+        "<updated-code>",
+        ("</updated-code>",),
+    ),
     "aixapply": Template(
-        "aixapply", None,
+        "aixapply",
+        None,
         "<source_file>\n{original_nl}</source_file>\n<update_snippet>\n{update_nl}</update_snippet>",
-        "<update_file>\n", ("</update_file>",)),
+        "<update_file>\n",
+        ("</update_file>",),
+    ),
 }
+
 
 def pick_template(metadata: dict[str, str], override: str | None = None) -> Template:
     """The template named by `override`, else one chosen from the model's GGUF metadata.
@@ -77,16 +94,22 @@ def _fence(*texts: str) -> str:
     return "`" * max(3, longest + 1)
 
 
-def build_messages(tpl: Template, original: str, update: str, instruction: str | None,
-                   lang: str = "") -> tuple[list[dict[str, str]], str, tuple[str, ...]]:
+def build_messages(
+    tpl: Template, original: str, update: str, instruction: str | None, lang: str = ""
+) -> tuple[list[dict[str, str]], str, tuple[str, ...]]:
     """(messages, assistant answer prefix, stop strings) for one apply request."""
     fence = _fence(original, update)
     instr = (instruction or "").strip()
-    values = dict(original=original, update=update, fence=fence,
-                  original_nl=original if original.endswith("\n") else original + "\n",
-                  update_nl=update if update.endswith("\n") else update + "\n",
-                  lang=lang, instruction=instr,
-                  instruction_line=f"Instruction: {instr}\n\n" if instr else "")
+    values = dict(
+        original=original,
+        update=update,
+        fence=fence,
+        original_nl=original if original.endswith("\n") else original + "\n",
+        update_nl=update if update.endswith("\n") else update + "\n",
+        lang=lang,
+        instruction=instr,
+        instruction_line=f"Instruction: {instr}\n\n" if instr else "",
+    )
     msgs = [] if tpl.system is None else [{"role": "system", "content": tpl.system}]
     msgs.append({"role": "user", "content": tpl.user.format(**values)})
     stop = tuple(s.format(fence=fence) for s in tpl.stop)

@@ -61,8 +61,9 @@ def run_ours(engine: Any, task: dict[str, Any], mode: Mode, opts: RunOptions) ->
     if "prompt" not in task:
         return _run_apply(engine, task, mode, opts)
     t0 = time.perf_counter()
-    res = engine.generate(task["prompt"], max_tokens=opts.max_tokens or 256, draft=mode.draft,
-                          fixed_k=mode.fixed_k)
+    res = engine.generate(
+        task["prompt"], max_tokens=opts.max_tokens or 256, draft=mode.draft, fixed_k=mode.fixed_k
+    )
     d = _stats_record(res.text, res.stats)
     d["e2e_ms"] = _ms_since(t0)
     # Token ids for the near-tie check of a "≠ plain" result; dropped before results are saved.
@@ -76,14 +77,27 @@ def _run_apply(engine: Any, task: dict[str, Any], mode: Mode, opts: RunOptions) 
     _load_for(engine, task, mode, opts)
     t0 = time.perf_counter()
     try:
-        res = engine.apply(task["original"], task["update"], task.get("instruction"),
-                           lang=task.get("language", ""), max_tokens=opts.max_tokens,
-                           draft=mode.draft, fixed_k=mode.fixed_k, template=opts.template,
-                           engine=opts.apply_engine, path=task.get("path"), guard=opts.guard,
-                           on_lazy=opts.on_lazy)
+        res = engine.apply(
+            task["original"],
+            task["update"],
+            task.get("instruction"),
+            lang=task.get("language", ""),
+            max_tokens=opts.max_tokens,
+            draft=mode.draft,
+            fixed_k=mode.fixed_k,
+            template=opts.template,
+            engine=opts.apply_engine,
+            path=task.get("path"),
+            guard=opts.guard,
+            on_lazy=opts.on_lazy,
+        )
     except UserError as exc:  # what `edge-spec run` says in one line, writing nothing
-        return {"error": f"UserError: {exc}", "refusal": str(exc), "e2e_ms": _ms_since(t0),
-                "engine_used": "merge" if opts.apply_engine == "merge" else None}
+        return {
+            "error": f"UserError: {exc}",
+            "refusal": str(exc),
+            "e2e_ms": _ms_since(t0),
+            "engine_used": "merge" if opts.apply_engine == "merge" else None,
+        }
     e2e = _ms_since(t0)
     d = _stats_record(res.text, res.stats)
     d.update(res.to_dict())
@@ -114,9 +128,12 @@ def _load_for(engine: Any, task: dict[str, Any], mode: Mode, opts: RunOptions) -
     time in a running session; an apply the merge answers alone loads nothing."""
     if engine.loaded or opts.apply_engine == "merge":
         return
-    if opts.apply_engine != "model" and merge_of(task["original"], task["update"],
-                                                 task.get("language", ""),
-                                                 task.get("path")).exact:
+    if (
+        opts.apply_engine != "model"
+        and merge_of(
+            task["original"], task["update"], task.get("language", ""), task.get("path")
+        ).exact
+    ):
         return
     # Properties that load the models on first use.
     engine.target  # noqa: B018
@@ -128,8 +145,9 @@ def _ms_since(t0: float) -> float:
     return round(1000 * (time.perf_counter() - t0), 3)
 
 
-def run_task(engine: Any, peers: Peers, task: dict[str, Any], mode: Mode,
-             opts: RunOptions) -> dict[str, Any]:
+def run_task(
+    engine: Any, peers: Peers, task: dict[str, Any], mode: Mode, opts: RunOptions
+) -> dict[str, Any]:
     """One measurement; errors are recorded, never raised."""
     try:
         if mode.peer and mode.peer.startswith("hf-"):
@@ -143,8 +161,9 @@ def run_task(engine: Any, peers: Peers, task: dict[str, Any], mode: Mode,
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def _run_llamacpp_peer(engine: Any, peers: Peers, task: dict[str, Any], mode: Mode,
-                       opts: RunOptions) -> dict[str, Any]:
+def _run_llamacpp_peer(
+    engine: Any, peers: Peers, task: dict[str, Any], mode: Mode, opts: RunOptions
+) -> dict[str, Any]:
     """llama-cpp-python's prompt lookup or llama.cpp's llama-server, from our exact prompt."""
     if mode.peer == "pld" and peers.pld is None:
         raise UserError("llamacpp-pld needs the llama.cpp target")
@@ -165,9 +184,15 @@ def _run_llamacpp_peer(engine: Any, peers: Peers, task: dict[str, Any], mode: Mo
     return d
 
 
-def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: int,
-          opts: RunOptions, peers: Peers | None = None,
-          progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+def bench(
+    engine: Any,
+    tasks: list[dict[str, Any]],
+    modes: list[Mode],
+    repeat: int,
+    opts: RunOptions,
+    peers: Peers | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
     """Run every (repeat, task, mode) interleaved; return result records."""
     peers = peers or Peers()
     if peers.hf is None and any(m.peer and m.peer.startswith("hf-") for m in modes):
@@ -191,27 +216,45 @@ def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: i
                 text = d.get("text")
                 if mode.name == "plain":
                     plain_text, plain_ids = text, ids
-                rec["match_plain"] = None if text is None or plain_text is None else text == plain_text
+                rec["match_plain"] = (
+                    None if text is None or plain_text is None else text == plain_text
+                )
                 if rec["match_plain"] is False and ids is not None and plain_ids is not None:
                     rec["divergence"] = _divergence(engine, plain_ids, ids)
                 if mode.name == "hf-plain":
                     hf_text = text
                 if mode.peer and mode.peer.startswith("hf-"):  # the peer's own losslessness
-                    rec["match_hf_plain"] = None if text is None or hf_text is None else text == hf_text
+                    rec["match_hf_plain"] = (
+                        None if text is None or hf_text is None else text == hf_text
+                    )
                 exp = task.get("expected")
                 rec["match_expected"] = None if text is None or exp is None else text == exp
-                rec["match_expected_ws"] = None if text is None or exp is None else ws_equal(text, exp)
-                rec["line_similarity"] = (None if text is None or exp is None
-                                          else round(line_similarity(text, exp), 4))
-                rec["match_expected_tokens"] = (None if text is None or exp is None else
-                                                token_equal(text, exp, task.get("language", ""),
-                                                            task.get("path", "")))
+                rec["match_expected_ws"] = (
+                    None if text is None or exp is None else ws_equal(text, exp)
+                )
+                rec["line_similarity"] = (
+                    None if text is None or exp is None else round(line_similarity(text, exp), 4)
+                )
+                rec["match_expected_tokens"] = (
+                    None
+                    if text is None or exp is None
+                    else token_equal(text, exp, task.get("language", ""), task.get("path", ""))
+                )
                 # Answers that left '... existing code ...' markers (or the snippet's own
                 # markers, in any wording) in: code left out.
-                rec["lazy"] = (None if text is None or "original" not in task
-                               else len(lazy_lines(text, task["original"], snippet_markers(
-                                   task["original"], task.get("update", ""),
-                                   task.get("language", "")))))
+                rec["lazy"] = (
+                    None
+                    if text is None or "original" not in task
+                    else len(
+                        lazy_lines(
+                            text,
+                            task["original"],
+                            snippet_markers(
+                                task["original"], task.get("update", ""), task.get("language", "")
+                            ),
+                        )
+                    )
+                )
                 rec["miss"] = miss_class(rec)
                 if not mode.peer and "original" in task:
                     rec.update(user_outcome(rec, exp))
@@ -227,8 +270,9 @@ def bench(engine: Any, tasks: list[dict[str, Any]], modes: list[Mode], repeat: i
     return records
 
 
-def _divergence(engine: Any, plain: tuple[list[int], list[int], Any],
-                ours: tuple[list[int], list[int], Any]) -> dict[str, Any] | None:
+def _divergence(
+    engine: Any, plain: tuple[list[int], list[int], Any], ours: tuple[list[int], list[int], Any]
+) -> dict[str, Any] | None:
     """The near-tie check of an output that differs from plain (same runtime, same prompt,
     the plain run's guard: part of the target)."""
     if plain[0] != ours[0]:
@@ -256,32 +300,47 @@ def machine() -> dict[str, Any]:
             versions[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             versions[pkg] = None
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "platform": platform.platform(), "versions": versions}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "versions": versions,
+    }
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Medians per mode, with speedups as medians of per-task ratios to the mode's baseline
     (plain; hf-plain for the transformers peer)."""
+
     def med(xs: list[float]) -> float | None:
         xs = [x for x in xs if x is not None]
         return round(st.median(xs), 3) if xs else None
 
     base: dict[str, dict[tuple[str, int], float]] = {
-        b: {(r["task_id"], r["repeat"]): r["decode_tok_s"] for r in records
-            if r["mode"] == b and not r["error"] and r["decode_tok_s"]}
-        for b in ("plain", "hf-plain", "llama-server")}
+        b: {
+            (r["task_id"], r["repeat"]): r["decode_tok_s"]
+            for r in records
+            if r["mode"] == b and not r["error"] and r["decode_tok_s"]
+        }
+        for b in ("plain", "hf-plain", "llama-server")
+    }
     out: dict[str, dict[str, Any]] = {}
     for mode in dict.fromkeys(r["mode"] for r in records):
         rs = [r for r in records if r["mode"] == mode]
         ok = [r for r in rs if not r["error"]]
         plain = base[baseline_of(mode)]
-        ratios = [r["decode_tok_s"] / plain[(r["task_id"], r["repeat"])] for r in ok
-                  if (r["task_id"], r["repeat"]) in plain and r["decode_tok_s"]]
+        ratios = [
+            r["decode_tok_s"] / plain[(r["task_id"], r["repeat"])]
+            for r in ok
+            if (r["task_id"], r["repeat"]) in plain and r["decode_tok_s"]
+        ]
         out[mode] = {
-            "runs": len(rs), "errors": len(rs) - len(ok),
+            "runs": len(rs),
+            "errors": len(rs) - len(ok),
             "decode_tok_s": med([r["decode_tok_s"] for r in ok]),
-            "speedup": med(ratios), "min_speedup": round(min(ratios), 3) if ratios else None,
+            "speedup": med(ratios),
+            "min_speedup": round(min(ratios), 3) if ratios else None,
             "prefill_ms": med([r["prefill_ms"] for r in ok]),
             "tokens_per_forward": med([r["tokens_per_forward"] for r in ok]),
             "acceptance": med([r["acceptance"] for r in ok]),
@@ -293,9 +352,9 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "lazy": sum(bool(r.get("lazy")) for r in ok),
             "match_expected_tokens": sum(bool(r.get("match_expected_tokens")) for r in ok),
             "merge_answered": sum(r.get("engine") == "merge" for r in ok),
-            "misses": {c: n for c in MISS_CLASSES
-                       if (n := sum(r.get("miss") == c for r in ok))},
-            "n_ok": len(ok), "baseline": baseline_of(mode),
+            "misses": {c: n for c in MISS_CLASSES if (n := sum(r.get("miss") == c for r in ok))},
+            "n_ok": len(ok),
+            "baseline": baseline_of(mode),
             "by_kind": _by_kind(ok),
         }
     return out

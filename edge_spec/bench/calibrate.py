@@ -36,9 +36,25 @@ PROMPT_TOKENS = 512
 DRAFTER_EVALS = 8
 
 # llama.cpp `general.file_type` values -> quantization names (the common ones).
-_FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
-               10: "Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M",
-               16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 32: "BF16"}
+_FILE_TYPES = {
+    0: "F32",
+    1: "F16",
+    2: "Q4_0",
+    3: "Q4_1",
+    7: "Q8_0",
+    8: "Q5_0",
+    9: "Q5_1",
+    10: "Q2_K",
+    11: "Q3_K_S",
+    12: "Q3_K_M",
+    13: "Q3_K_L",
+    14: "Q4_K_S",
+    15: "Q4_K_M",
+    16: "Q5_K_S",
+    17: "Q5_K_M",
+    18: "Q6_K",
+    32: "BF16",
+}
 
 Report = Callable[[str, int, int], None]  # (description, steps done, steps in all)
 
@@ -177,9 +193,13 @@ def _ms() -> float:
     return time.perf_counter() * 1e3
 
 
-def measure_target(rt, sizes: Sequence[int], repeats: int = 3,  # noqa: ANN001
-                   prompt_tokens: int = PROMPT_TOKENS,
-                   tick: Callable[[str], None] = lambda _d: None) -> tuple[dict[int, float], float]:
+def measure_target(
+    rt,
+    sizes: Sequence[int],
+    repeats: int = 3,  # noqa: ANN001
+    prompt_tokens: int = PROMPT_TOKENS,
+    tick: Callable[[str], None] = lambda _d: None,
+) -> tuple[dict[int, float], float]:
     """({n: median ms of a verify-shaped eval of n tokens}, prefill ms per token) on `rt`."""
     toks = _prompt_tokens(rt, prompt_tokens + max(sizes))
     prompt, draft = toks[:prompt_tokens], toks[prompt_tokens:]
@@ -207,9 +227,12 @@ def measure_target(rt, sizes: Sequence[int], repeats: int = 3,  # noqa: ANN001
     return {n: statistics.median(v) for n, v in times.items()}, prefill
 
 
-def measure_drafter(rt, evals: int = DRAFTER_EVALS,  # noqa: ANN001
-                    prompt_tokens: int = PROMPT_TOKENS,
-                    tick: Callable[[str], None] = lambda _d: None) -> float:
+def measure_drafter(
+    rt,
+    evals: int = DRAFTER_EVALS,  # noqa: ANN001
+    prompt_tokens: int = PROMPT_TOKENS,
+    tick: Callable[[str], None] = lambda _d: None,
+) -> float:
     """Median ms of one single-token eval (how a model drafter drafts) after the prompt."""
     toks = _prompt_tokens(rt, prompt_tokens + evals + 2)
     prompt, draft = toks[:prompt_tokens], toks[prompt_tokens:]
@@ -221,7 +244,7 @@ def measure_drafter(rt, evals: int = DRAFTER_EVALS,  # noqa: ANN001
     times = []
     for i in range(evals):
         t0 = _ms()
-        logits = rt.eval(draft[2 + i:3 + i])
+        logits = rt.eval(draft[2 + i : 3 + i])
         int(np.argmax(logits[-1]))
         times.append(_ms() - t0)
         tick(f"drafter token {i + 1}/{evals}")
@@ -229,11 +252,19 @@ def measure_drafter(rt, evals: int = DRAFTER_EVALS,  # noqa: ANN001
     return statistics.median(times)
 
 
-def calibrate(model: str | os.PathLike[str] | None = None,
-              drafter: str | os.PathLike[str] | None = None, *,
-              threads: int = 0, n_gpu_layers: int = 0, quick: bool = False, repeats: int = 3,
-              prompt_tokens: int = PROMPT_TOKENS, name: str = "local",
-              report: Report | None = None, runtime: str = "llamacpp") -> Profile:
+def calibrate(
+    model: str | os.PathLike[str] | None = None,
+    drafter: str | os.PathLike[str] | None = None,
+    *,
+    threads: int = 0,
+    n_gpu_layers: int = 0,
+    quick: bool = False,
+    repeats: int = 3,
+    prompt_tokens: int = PROMPT_TOKENS,
+    name: str = "local",
+    report: Report | None = None,
+    runtime: str = "llamacpp",
+) -> Profile:
     """Measure the target (and drafter) and return a `source = "measured"` profile.
 
     `model` defaults to the demo target and, when it does, `drafter` to the demo drafter;
@@ -258,8 +289,9 @@ def calibrate(model: str | os.PathLike[str] | None = None,
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     started = time.monotonic()
     n_ctx = 1 << (prompt_tokens + max(sizes) + 16 - 1).bit_length()
-    opts = RuntimeSettings(backend=kind, n_ctx=n_ctx, n_batch=512, threads=n_threads,
-                           n_gpu_layers=n_gpu_layers)
+    opts = RuntimeSettings(
+        backend=kind, n_ctx=n_ctx, n_batch=512, threads=n_threads, n_gpu_layers=n_gpu_layers
+    )
 
     def open_model(m: str | os.PathLike[str]):  # noqa: ANN202 - a Runtime
         local = Path(m).expanduser()  # ort/torch take model folders; catalogue names resolve
@@ -284,8 +316,10 @@ def calibrate(model: str | os.PathLike[str] | None = None,
         d_ms = measure_drafter(drt, DRAFTER_EVALS, prompt_tokens, tick)
         d_quant = quant_name(drt)
         ratio = d_ms / table[1]
-        d_note = (f"drafter {drt.name}: median of {DRAFTER_EVALS} single-token evals after the "
-                  f"same prompt, {d_ms:.1f} ms = {ratio:.3f} of the target's 1-token verify")
+        d_note = (
+            f"drafter {drt.name}: median of {DRAFTER_EVALS} single-token evals after the "
+            f"same prompt, {d_ms:.1f} ms = {ratio:.3f} of the target's 1-token verify"
+        )
         del drt
 
     extrapolated = ""
@@ -295,25 +329,31 @@ def calibrate(model: str | os.PathLike[str] | None = None,
         extrapolated = " n=128 was not measured (--quick): extrapolated linearly from n=32 and 64."
     table = {n: round(ms, 2) for n, ms in sorted(table.items())}
     elapsed = time.monotonic() - started
-    method = (f"edge-spec calibrate{' --quick' if quick else ''}: target {target_name} after a "
-              f"{prompt_tokens}-token code prompt; per n one eval of n tokens with logits on all "
-              f"n rows plus their argmax, rolled back; median of {repeats} interleaved runs; "
-              f"{n_threads} threads, runtime {kind}; prefill: one {prompt_tokens}-token eval after warm-up. "
-              f"{d_note}.{extrapolated} 1-minute load average at start {load:.2f}; "
-              f"took {elapsed:.0f} s.")
+    method = (
+        f"edge-spec calibrate{' --quick' if quick else ''}: target {target_name} after a "
+        f"{prompt_tokens}-token code prompt; per n one eval of n tokens with logits on all "
+        f"n rows plus their argmax, rolled back; median of {repeats} interleaved runs; "
+        f"{n_threads} threads, runtime {kind}; prefill: one {prompt_tokens}-token eval after warm-up. "
+        f"{d_note}.{extrapolated} 1-minute load average at start {load:.2f}; "
+        f"took {elapsed:.0f} s."
+    )
     costs = CostsSection(
-        verify_ms=table, drafter_ratio=round(ratio, 4),
-        prefill_ms_per_token=round(prefill, 3), source="measured",
+        verify_ms=table,
+        drafter_ratio=round(ratio, 4),
+        prefill_ms_per_token=round(prefill, 3),
+        source="measured",
         machine=machine_description(n_gpu_layers),
         date=datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-        method=method, target=str(model),
+        method=method,
+        target=str(model),
     )
     return Profile(
         name=name,
         description=f"measured by edge-spec calibrate on {costs.machine}",
         runtime=RuntimeSettings(backend=kind, threads=n_threads, n_gpu_layers=n_gpu_layers),
-        drafter=DrafterSettings(kind="hybrid" if drafter else "reference",
-                                model=str(drafter or ""), quant=d_quant),
+        drafter=DrafterSettings(
+            kind="hybrid" if drafter else "reference", model=str(drafter or ""), quant=d_quant
+        ),
         controller=ControllerSettings(),
         costs=costs,
     )

@@ -33,8 +33,9 @@ def step_times(records: Iterable[Mapping[str, Any]]) -> dict[int, list[float]]:
     return dict(by)
 
 
-def fit_costs(records: Iterable[Mapping[str, Any]],
-              min_samples: int = _MIN_SAMPLES) -> tuple[dict[int, float], float]:
+def fit_costs(
+    records: Iterable[Mapping[str, Any]], min_samples: int = _MIN_SAMPLES
+) -> tuple[dict[int, float], float]:
     """(median ms per forward size, log-normal sigma of a step around its size's median).
 
     Sizes with fewer than `min_samples` steps are left out (the table interpolates them);

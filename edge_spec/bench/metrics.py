@@ -38,14 +38,14 @@ def token_equal(a: str, b: str, language: str = "", filename: str = "") -> bool 
     except ImportError:
         return None
     try:
-        lexer = (get_lexer_by_name(language) if language
-                 else get_lexer_for_filename(filename))
+        lexer = get_lexer_by_name(language) if language else get_lexer_for_filename(filename)
     except ClassNotFound:
         return None
 
     def stream(text: str) -> list[tuple[object, str]]:
-        return [(t, v) for t, v in lexer.get_tokens(text)
-                if not (v.isspace() or t in Text.Whitespace)]
+        return [
+            (t, v) for t, v in lexer.get_tokens(text) if not (v.isspace() or t in Text.Whitespace)
+        ]
 
     return stream(a) == stream(b)
 

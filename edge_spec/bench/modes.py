@@ -11,12 +11,25 @@ from typing import Any
 from edge_spec.apply.plan import ApplyPlan, plan_apply
 from edge_spec.errors import UserError
 
-RESULT_FIELDS = ("task_id", "mode", "repeat", "output_tokens", "prefill_ms", "decode_ms",
-                 "decode_tok_s", "tokens_per_forward", "acceptance", "match_plain",
-                 "match_expected", "error",
-                 # What the user gets (edge_spec.bench.outcome; None outside our apply modes).
-                 "outcome", "refused_right", "engine_used", "e2e_ms")
-
+RESULT_FIELDS = (
+    "task_id",
+    "mode",
+    "repeat",
+    "output_tokens",
+    "prefill_ms",
+    "decode_ms",
+    "decode_tok_s",
+    "tokens_per_forward",
+    "acceptance",
+    "match_plain",
+    "match_expected",
+    "error",
+    # What the user gets (edge_spec.bench.outcome; None outside our apply modes).
+    "outcome",
+    "refused_right",
+    "engine_used",
+    "e2e_ms",
+)
 
 
 @dataclass(frozen=True)
@@ -48,8 +61,12 @@ def parse_modes(spec: str, baseline: bool = True) -> list[Mode]:
             modes.append(Mode(name, peer="pld", param=10))
         elif name.startswith("llamacpp-pld-"):
             modes.append(Mode(name, peer="pld", param=_int(name, "llamacpp-pld-")))
-        elif name in ("llama-server", "llama-server-ngram-simple", "llama-server-ngram-mod",
-                      "llama-server-draft"):
+        elif name in (
+            "llama-server",
+            "llama-server-ngram-simple",
+            "llama-server-ngram-mod",
+            "llama-server-draft",
+        ):
             modes.append(Mode(name, peer="llama-server"))
         elif name in ("hf-plain", "hf-assisted"):
             modes.append(Mode(name, peer=name))
@@ -58,10 +75,12 @@ def parse_modes(spec: str, baseline: bool = True) -> list[Mode]:
         elif name.startswith("hf-pld-"):
             modes.append(Mode(name, peer="hf-pld", param=_int(name, "hf-pld-")))
         else:
-            raise UserError(f"unknown bench mode {name!r}: use plain, spec-adaptive[-DRAFTER], "
-                            "spec-fixed-K, spec-model-fixed-K, llamacpp-pld[-N], hf-plain, "
-                            "hf-pld[-N], hf-assisted, llama-server[-ngram-simple|-ngram-mod|"
-                            "-draft]")
+            raise UserError(
+                f"unknown bench mode {name!r}: use plain, spec-adaptive[-DRAFTER], "
+                "spec-fixed-K, spec-model-fixed-K, llamacpp-pld[-N], hf-plain, "
+                "hf-pld[-N], hf-assisted, llama-server[-ngram-simple|-ngram-mod|"
+                "-draft]"
+            )
     if baseline and (not modes or modes[0].name != "plain"):
         modes = [Mode("plain"), *[m for m in modes if m.name != "plain"]]
     return modes
@@ -111,8 +130,16 @@ def load_tasks(path: str | Path, limit: int | None = None, skip: int = 0) -> lis
     return tasks[:limit] if limit else tasks
 
 
-def apply_plan(engine: Any, task: dict[str, Any], template: str | None = None,
-               max_tokens: int | None = None) -> ApplyPlan:
+def apply_plan(
+    engine: Any, task: dict[str, Any], template: str | None = None, max_tokens: int | None = None
+) -> ApplyPlan:
     """The apply plan our engine runs for a task, so peers decode from the same prompt."""
-    return plan_apply(engine.target, task["original"], task["update"], task.get("instruction"),
-                      template=template, lang=task.get("language", ""), max_tokens=max_tokens)
+    return plan_apply(
+        engine.target,
+        task["original"],
+        task["update"],
+        task.get("instruction"),
+        template=template,
+        lang=task.get("language", ""),
+        max_tokens=max_tokens,
+    )

@@ -59,9 +59,15 @@ def _advance(rt: Runtime, seq: Sequence[int], n: int) -> None:
         rt.eval(seq[keep:n], rows=[])
 
 
-def divergence(rt: Runtime, prompt: Sequence[int], plain: Sequence[int], spec: Sequence[int],
-               radius: int = 16, windows: Sequence[int] = (4, 16, 32),
-               guard: Guard | None = None) -> Divergence | None:
+def divergence(
+    rt: Runtime,
+    prompt: Sequence[int],
+    plain: Sequence[int],
+    spec: Sequence[int],
+    radius: int = 16,
+    windows: Sequence[int] = (4, 16, 32),
+    guard: Guard | None = None,
+) -> Divergence | None:
     """The first divergence of `spec` from `plain` with its top-2 gap and local noise; None if equal.
 
     Noise: max |logit| difference between one-token and windowed evaluation of the plain tokens
@@ -88,8 +94,14 @@ def divergence(rt: Runtime, prompt: Sequence[int], plain: Sequence[int], spec: S
     for w in windows:
         rt.truncate(lo)
         for s in range(lo, hi, w):
-            chunk = seq[s:min(s + w, hi)]
+            chunk = seq[s : min(s + w, hi)]
             got = rt.eval(chunk, rows=range(len(chunk)))
-            noise = max(noise, float(np.abs(got - single[s - lo:s - lo + len(chunk)]).max()))
-    return Divergence(i, plain[i] if i < len(plain) else -1, spec[i] if i < len(spec) else -1,
-                      round(float(top[1] - top[0]), 4), round(noise, 4), spec_banned)
+            noise = max(noise, float(np.abs(got - single[s - lo : s - lo + len(chunk)]).max()))
+    return Divergence(
+        i,
+        plain[i] if i < len(plain) else -1,
+        spec[i] if i < len(spec) else -1,
+        round(float(top[1] - top[0]), 4),
+        round(noise, 4),
+        spec_banned,
+    )

@@ -32,14 +32,16 @@ def layout_equal(a: str, b: str) -> bool:
     >>> layout_equal("def f():\\n  return 1\\n", "def f():\\n    return 1\\n")
     False
     """
+
     def lines(s: str) -> list[str]:
         return [ln.rstrip() for ln in s.splitlines() if ln.strip()]
 
     return lines(a) == lines(b)
 
 
-def classify(text: str | None, expected: str | None, *, refused: bool,
-             warned: bool) -> Outcome | None:
+def classify(
+    text: str | None, expected: str | None, *, refused: bool, warned: bool
+) -> Outcome | None:
     """The outcome of one apply (None: nothing to judge it by)."""
     if refused:
         return "refused"
@@ -78,8 +80,11 @@ def percentile(xs: list[float], q: float) -> float | None:
 def _seconds(records: list[dict[str, Any]]) -> dict[str, Any]:
     xs = [r["e2e_ms"] / 1000 for r in records if r.get("e2e_ms") is not None]
     p50, p95 = percentile(xs, 50), percentile(xs, 95)
-    return {"n": len(xs), "p50_s": None if p50 is None else round(p50, 3),
-            "p95_s": None if p95 is None else round(p95, 3)}
+    return {
+        "n": len(xs),
+        "p50_s": None if p50 is None else round(p50, 3),
+        "p95_s": None if p95 is None else round(p95, 3),
+    }
 
 
 def outcome_table(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -95,9 +100,12 @@ def outcome_table(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         row.update({o: sum(r.get("outcome") == o for r in rs) for o in OUTCOMES})
         row["refused_right"] = sum(bool(r.get("refused_right")) for r in rs)
         row["unjudged"] = sum(r.get("outcome") is None for r in rs)
-        row["e2e"] = {"merge": _seconds([r for r in rs if r.get("engine_used") == "merge"]),
-                      "model": _seconds([r for r in rs if r.get("engine_used") in
-                                         ("model", "region", "choice")]),
-                      "all": _seconds(rs)}
+        row["e2e"] = {
+            "merge": _seconds([r for r in rs if r.get("engine_used") == "merge"]),
+            "model": _seconds(
+                [r for r in rs if r.get("engine_used") in ("model", "region", "choice")]
+            ),
+            "all": _seconds(rs),
+        }
         out[mode] = row
     return out

@@ -51,11 +51,12 @@ def _stop_criteria(rt: Any, n_prompt: int, stop: tuple[str, ...]) -> Any:
         def __call__(self, input_ids: Any, scores: Any, **kw: Any) -> Any:
             import torch
 
-            new = [int(t) for t in input_ids[0, max(n_prompt, input_ids.shape[1] - tail_tokens):]]
+            new = [int(t) for t in input_ids[0, max(n_prompt, input_ids.shape[1] - tail_tokens) :]]
             text = b"".join(rt.token_bytes(t) for t in new).decode("utf-8", errors="replace")
             done = any(s in text for s in stop)
-            return torch.full((input_ids.shape[0],), done, dtype=torch.bool,
-                              device=input_ids.device)
+            return torch.full(
+                (input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device
+            )
 
     return StoppingCriteriaList([_Stop()])
 
@@ -72,8 +73,11 @@ class HfPeer:
     def for_engine(cls, engine: Any) -> HfPeer:
         """The torch builds of the engine's target and drafter files."""
         drafter = engine.drafter_rt
-        return cls(engine.target.path, drafter.path if drafter is not None else None,
-                   engine.config.runtime.threads)
+        return cls(
+            engine.target.path,
+            drafter.path if drafter is not None else None,
+            engine.config.runtime.threads,
+        )
 
     def load(self, what: str) -> tuple[Any, Any]:
         """(model, tokenizer) of the target or drafter; a failed load is remembered, not retried."""
@@ -92,19 +96,30 @@ class HfPeer:
 
     def _load(self, path: Path | None, what: str) -> tuple[Any, Any]:
         if path is None:
-            raise UserError(f"hf modes need the {what} as a GGUF file or Hugging Face checkpoint"
-                            + (": pass --drafter" if what == "drafter" else ""))
+            raise UserError(
+                f"hf modes need the {what} as a GGUF file or Hugging Face checkpoint"
+                + (": pass --drafter" if what == "drafter" else "")
+            )
         if Path(path).is_dir() and not (Path(path) / "config.json").is_file():
-            raise UserError(f"hf modes cannot load {path}: the {what} must be a GGUF file or a "
-                            "Hugging Face checkpoint folder, not an ONNX export")
+            raise UserError(
+                f"hf modes cannot load {path}: the {what} must be a GGUF file or a "
+                "Hugging Face checkpoint folder, not an ONNX export"
+            )
         torch = require("torch", "torch")
         if self.threads:
             torch.set_num_threads(self.threads)
         model, tok = load_model(Path(path), "float32")
         return model.eval(), tok
 
-    def run(self, tokens: list[int], mode: Mode, budget: int, stop: tuple[str, ...],
-            eog: list[int], rt: Any) -> dict[str, Any]:
+    def run(
+        self,
+        tokens: list[int],
+        mode: Mode,
+        budget: int,
+        stop: tuple[str, ...],
+        eog: list[int],
+        rt: Any,
+    ) -> dict[str, Any]:
         """Greedy `generate` from prompt tokens; times, tokens and target forwards."""
         torch = require("torch", "torch")
         if mode.peer == "hf-assisted" and self.paths["drafter"] is None:
@@ -125,26 +140,38 @@ class HfPeer:
         try:
             t0 = time.perf_counter()
             with torch.inference_mode():
-                out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                     max_new_tokens=budget, eos_token_id=eog, pad_token_id=eog[0],
-                                     streamer=streamer, **kw)
+                out = model.generate(
+                    ids,
+                    attention_mask=torch.ones_like(ids),
+                    do_sample=False,
+                    max_new_tokens=budget,
+                    eos_token_id=eog,
+                    pad_token_id=eog[0],
+                    streamer=streamer,
+                    **kw,
+                )
             end = time.perf_counter()
         finally:
             logging.set_verbosity(verbosity)
-        new = [int(t) for t in out[0, len(tokens):]]
+        new = [int(t) for t in out[0, len(tokens) :]]
         while new and new[-1] in eog:  # the EOS that ended it and any padding after it
             new.pop()
         first = streamer.first or end
         forwards = max(0, streamer.puts - 1)
         decode_ms = (end - first) * 1e3
-        return {"new_tokens": new, "prefill_ms": round((first - t0) * 1e3, 2),
-                "decode_ms": round(decode_ms, 2),
-                # The first token comes with the prefill; decode speed is over the rest.
-                "decode_tok_s": round((len(new) - 1) / (decode_ms / 1e3), 2)
-                if decode_ms > 0 and len(new) > 1 else 0.0,
-                "target_forwards": forwards,
-                "tokens_per_forward": round(len(new) / forwards, 3) if forwards else None,
-                "acceptance": None, "generated_tokens": len(new)}
+        return {
+            "new_tokens": new,
+            "prefill_ms": round((first - t0) * 1e3, 2),
+            "decode_ms": round(decode_ms, 2),
+            # The first token comes with the prefill; decode speed is over the rest.
+            "decode_tok_s": round((len(new) - 1) / (decode_ms / 1e3), 2)
+            if decode_ms > 0 and len(new) > 1
+            else 0.0,
+            "target_forwards": forwards,
+            "tokens_per_forward": round(len(new) / forwards, 3) if forwards else None,
+            "acceptance": None,
+            "generated_tokens": len(new),
+        }
 
 
 def _cut_at_stop(rt: Any, tokens: list[int], stop: tuple[str, ...]) -> tuple[str, int, bool]:
@@ -154,7 +181,7 @@ def _cut_at_stop(rt: Any, tokens: list[int], stop: tuple[str, ...]) -> tuple[str
     if not hits:
         return text, len(tokens), False
     pos, s = min(hits)
-    need = len(text[:pos + len(s)].encode("utf-8"))
+    need = len(text[: pos + len(s)].encode("utf-8"))
     n, acc = 0, 0
     while n < len(tokens) and acc < need:
         acc += len(rt.token_bytes(tokens[n]))
@@ -162,8 +189,14 @@ def _cut_at_stop(rt: Any, tokens: list[int], stop: tuple[str, ...]) -> tuple[str
     return text[:pos], n, True
 
 
-def run_hf(hf: HfPeer | None, engine: Any, task: dict[str, Any], mode: Mode,
-           max_tokens: int | None, template: str | None = None) -> dict[str, Any]:
+def run_hf(
+    hf: HfPeer | None,
+    engine: Any,
+    task: dict[str, Any],
+    mode: Mode,
+    max_tokens: int | None,
+    template: str | None = None,
+) -> dict[str, Any]:
     """One hf-* measurement from the exact prompt tokens our engine uses for the task."""
     if hf is None:
         raise UserError(f"mode {mode.name} has no transformers peer in this run")
@@ -181,5 +214,10 @@ def run_hf(hf: HfPeer | None, engine: Any, task: dict[str, Any], mode: Mode,
     if plan is not None:
         text = plan.clean(text, stopped)
     finish = "stop" if stopped else ("length" if len(new) >= budget else "eos")
-    return {**d, "text": text, "output_tokens": n_out, "finish_reason": finish,
-            "baseline": "hf-plain"}
+    return {
+        **d,
+        "text": text,
+        "output_tokens": n_out,
+        "finish_reason": finish,
+        "baseline": "hf-plain",
+    }

@@ -52,8 +52,9 @@ def _free_port() -> int:
 class LlamaServerPeer:
     """One running llama-server per mode; `run` decodes a prompt greedily and times it."""
 
-    def __init__(self, binary: Path, model: Path, n_ctx: int, threads: int,
-                 drafter: Path | None = None) -> None:
+    def __init__(
+        self, binary: Path, model: Path, n_ctx: int, threads: int, drafter: Path | None = None
+    ) -> None:
         self.binary, self.model, self.n_ctx, self.threads = binary, model, n_ctx, threads
         self.drafter = drafter
         self._procs: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
@@ -67,8 +68,21 @@ class LlamaServerPeer:
                 raise UserError("llama-server-draft needs a drafter model (--drafter)")
             extra += ["-md", str(self.drafter)]
         port = _free_port()
-        cmd = [str(self.binary), "-m", str(self.model), "-c", str(self.n_ctx), "-np", "1",
-               "--host", "127.0.0.1", "--port", str(port), "--no-ui", *extra]
+        cmd = [
+            str(self.binary),
+            "-m",
+            str(self.model),
+            "-c",
+            str(self.n_ctx),
+            "-np",
+            "1",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-ui",
+            *extra,
+        ]
         if self.threads:
             cmd += ["-t", str(self.threads), "-tb", str(self.threads)]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -91,28 +105,44 @@ class LlamaServerPeer:
             time.sleep(0.5)
         raise UserError("llama-server did not become healthy in time")
 
-    def run(self, mode: str, tokens: Sequence[int], max_tokens: int,
-            stop: Sequence[str]) -> dict[str, Any]:
+    def run(
+        self, mode: str, tokens: Sequence[int], max_tokens: int, stop: Sequence[str]
+    ) -> dict[str, Any]:
         """Greedy decoding of `tokens` (our exact prompt) with the mode's server."""
         port = self._start(mode)
-        body = {"prompt": [int(t) for t in tokens], "n_predict": max_tokens, "temperature": 0.0,
-                "top_k": 1, "stop": list(stop), "cache_prompt": False, "stream": False}
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/completion",
-                                     data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+        body = {
+            "prompt": [int(t) for t in tokens],
+            "n_predict": max_tokens,
+            "temperature": 0.0,
+            "top_k": 1,
+            "stop": list(stop),
+            "cache_prompt": False,
+            "stream": False,
+        }
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/completion",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=3600) as r:
             d = json.loads(r.read())
         t = d.get("timings", {})
         n_out, ms = int(t.get("predicted_n", 0)), float(t.get("predicted_ms", 0.0))
         drafted, accepted = t.get("draft_n"), t.get("draft_n_accepted")
         finish = {"word": "stop", "limit": "length"}.get(d.get("stop_type", ""), "eos")
-        return {"text": d.get("content", ""), "output_tokens": n_out,
-                "prefill_ms": float(t.get("prompt_ms", 0.0)), "decode_ms": ms,
-                "decode_tok_s": n_out / (ms / 1e3) if ms else 0.0,
-                "tokens_per_forward": None,
-                "acceptance": (accepted / drafted) if drafted else None,
-                "drafted": drafted, "accepted": accepted, "finish_reason": finish,
-                "baseline": "llama-server"}
+        return {
+            "text": d.get("content", ""),
+            "output_tokens": n_out,
+            "prefill_ms": float(t.get("prompt_ms", 0.0)),
+            "decode_ms": ms,
+            "decode_tok_s": n_out / (ms / 1e3) if ms else 0.0,
+            "tokens_per_forward": None,
+            "acceptance": (accepted / drafted) if drafted else None,
+            "drafted": drafted,
+            "accepted": accepted,
+            "finish_reason": finish,
+            "baseline": "llama-server",
+        }
 
     def close(self) -> None:
         for proc, _port in self._procs.values():

@@ -90,8 +90,14 @@ class OneHotRows:
 class ReplayRuntime:
     """The target as a recorded answer: a real runtime's tokenizer, the recorded output's ids."""
 
-    def __init__(self, tok: Runtime, prompt: Sequence[int], output: Sequence[int],
-                 cost: Callable[[int], float], clock: VirtualClock) -> None:
+    def __init__(
+        self,
+        tok: Runtime,
+        prompt: Sequence[int],
+        output: Sequence[int],
+        cost: Callable[[int], float],
+        clock: VirtualClock,
+    ) -> None:
         self._tok, self._cost, self._clock = tok, cost, clock
         eos = tok.vocab.eos_id
         self._truth = [*prompt, *output, eos if eos is not None else 0]
@@ -176,13 +182,15 @@ class OraclePolicy:
     planning one correct prefix at a time (a later draft may reach further).
     """
 
-    def __init__(self, truth: Sequence[int], n_prompt: int, cost: Callable[[int], float],
-                 k_max: int) -> None:
+    def __init__(
+        self, truth: Sequence[int], n_prompt: int, cost: Callable[[int], float], k_max: int
+    ) -> None:
         self.truth, self.n_prompt, self.cost, self.k_max = list(truth), n_prompt, cost, k_max
         self._c = np.asarray([math.inf] + [cost(n) for n in range(1, k_max + 2)])
 
-    def select(self, drafters: Sequence[Drafter], context: Sequence[int],
-               limit: int) -> tuple[Draft, int]:
+    def select(
+        self, drafters: Sequence[Drafter], context: Sequence[int], limit: int
+    ) -> tuple[Draft, int]:
         if limit <= 0 or not drafters:
             return EMPTY, 0
         draft = drafters[0].propose(context, min(limit, self.k_max))
@@ -198,7 +206,7 @@ class OraclePolicy:
             return 0
         c, need = self._c, a + 1
         # One forward over the whole prefix, padded up to the draft's end where cheaper.
-        whole = need + int(np.argmin(c[need:n_draft + 2]))
+        whole = need + int(np.argmin(c[need : n_draft + 2]))
         # Or several exact forwards (one over s tokens yields s): best[t] = least ms to yield
         # t tokens, last[t] = one forward of that split.
         best, last = np.zeros(need + 1), np.zeros(need + 1, dtype=np.intp)
@@ -233,8 +241,14 @@ class ReplayCase:
     finish_reason: str = "eos"
 
 
-def policy_for(name: str, ctl_cfg: ControllerSettings, case: ReplayCase, n_prompt: int,
-               cost: Callable[[int], float], controller: Controller | None = None) -> Policy:
+def policy_for(
+    name: str,
+    ctl_cfg: ControllerSettings,
+    case: ReplayCase,
+    n_prompt: int,
+    cost: Callable[[int], float],
+    controller: Controller | None = None,
+) -> Policy:
     """`fixed-K`, `adaptive` or `oracle`; the controller is `controller` (what it learned on
     earlier cases carries over, as in an engine serving many requests), else a fresh one."""
     if name == "oracle":
@@ -258,13 +272,26 @@ class World:
     seed: int = 0
 
 
-def replay_case(tok: Runtime, case: ReplayCase, policy: str, ctl_cfg: ControllerSettings,
-                template: str | None = None, ref_cfg: ReferenceSettings | None = None,
-                controller: Controller | None = None, world: World = World()) -> dict[str, Any]:
+def replay_case(
+    tok: Runtime,
+    case: ReplayCase,
+    policy: str,
+    ctl_cfg: ControllerSettings,
+    template: str | None = None,
+    ref_cfg: ReferenceSettings | None = None,
+    controller: Controller | None = None,
+    world: World = World(),
+) -> dict[str, Any]:
     """Run the real loop over one recorded task with `policy`; the virtual time it took."""
     t = case.task
-    plan = plan_apply(tok, t["original"], t["update"], t.get("instruction"), template=template,
-                      lang=t.get("language", ""))
+    plan = plan_apply(
+        tok,
+        t["original"],
+        t["update"],
+        t.get("instruction"),
+        template=template,
+        lang=t.get("language", ""),
+    )
     cost = table_cost(world.table or ctl_cfg.verify_ms)
     clock = VirtualClock()
     key = f"{t.get('id')}/{policy}" + (f"/{world.seed}" if world.seed else "")
@@ -277,64 +304,95 @@ def replay_case(tok: Runtime, case: ReplayCase, policy: str, ctl_cfg: Controller
     res = generate(rt, plan.tokens, [drafter], pol, gen, plan.references, clock=clock)
     same = res.tokens == case.output_ids
     # Plain decoding pays the mean of a noisy 1-token step, as every policy's steps do.
-    plain_ms = cost(1) * math.exp(world.noise ** 2 / 2) * len(res.tokens)
+    plain_ms = cost(1) * math.exp(world.noise**2 / 2) * len(res.tokens)
     steps = res.stats.steps
-    return {"task_id": t.get("id"), "policy": policy, "output_tokens": len(res.tokens),
-            "decode_ms": round(clock.ms, 1), "plain_ms": round(plain_ms, 1),
-            "speedup": round(plain_ms / clock.ms, 3) if clock.ms else None,
-            "forwards": len(steps), "drafted": sum(s.k for s in steps),
-            "accepted": sum(s.accepted for s in steps), "same_output": same,
-            "prompt_matches": case.prompt_ids is None or case.prompt_ids == plan.tokens}
+    return {
+        "task_id": t.get("id"),
+        "policy": policy,
+        "output_tokens": len(res.tokens),
+        "decode_ms": round(clock.ms, 1),
+        "plain_ms": round(plain_ms, 1),
+        "speedup": round(plain_ms / clock.ms, 3) if clock.ms else None,
+        "forwards": len(steps),
+        "drafted": sum(s.k for s in steps),
+        "accepted": sum(s.accepted for s in steps),
+        "same_output": same,
+        "prompt_matches": case.prompt_ids is None or case.prompt_ids == plan.tokens,
+    }
 
 
-def replay_all(tok: Runtime, cases: Sequence[ReplayCase], policies: Sequence[str],
-               ctl_cfg: ControllerSettings, template: str | None = None,
-               fresh: bool = False, world: World = World()) -> list[dict[str, Any]]:
+def replay_all(
+    tok: Runtime,
+    cases: Sequence[ReplayCase],
+    policies: Sequence[str],
+    ctl_cfg: ControllerSettings,
+    template: str | None = None,
+    fresh: bool = False,
+    world: World = World(),
+) -> list[dict[str, Any]]:
     """Every case under every policy. Each policy keeps one controller across the cases, in
     order, as `edge-spec bench` keeps one per mode (`fresh`: a new controller per case)."""
     ctls = {p: Controller(ctl_cfg) for p in policies}
-    return [replay_case(tok, c, p, ctl_cfg, template, controller=None if fresh else ctls[p],
-                        world=world)
-            for c in cases for p in policies]
+    return [
+        replay_case(
+            tok, c, p, ctl_cfg, template, controller=None if fresh else ctls[p], world=world
+        )
+        for c in cases
+        for p in policies
+    ]
 
 
-def cases_from_results(records: Sequence[dict[str, Any]], tasks: Sequence[dict[str, Any]],
-                       mode: str = "plain") -> list[ReplayCase]:
+def cases_from_results(
+    records: Sequence[dict[str, Any]], tasks: Sequence[dict[str, Any]], mode: str = "plain"
+) -> list[ReplayCase]:
     """One case per task from a bench results.json (the `mode` run's output ids)."""
     by_id = {t["id"]: t for t in tasks}
     out = []
     for r in records:
         if r.get("mode") == mode and r.get("output_ids") and r.get("task_id") in by_id:
-            out.append(ReplayCase(by_id[r["task_id"]], list(r["output_ids"]),
-                                  r.get("prompt_ids"), r.get("finish_reason") or "eos"))
+            out.append(
+                ReplayCase(
+                    by_id[r["task_id"]],
+                    list(r["output_ids"]),
+                    r.get("prompt_ids"),
+                    r.get("finish_reason") or "eos",
+                )
+            )
     return out
 
 
-def cases_from_file(results: Path, tasks: Sequence[dict[str, Any]],
-                    mode: str = "plain") -> list[ReplayCase]:
+def cases_from_file(
+    results: Path, tasks: Sequence[dict[str, Any]], mode: str = "plain"
+) -> list[ReplayCase]:
     """`cases_from_results` of a bench `results.json` (a list of records, or {"records": ...})."""
     data = json.loads(read_text(results))
     return cases_from_results(data["records"] if isinstance(data, dict) else data, tasks, mode)
 
 
-def parse_traces(ap: argparse.ArgumentParser, argv: Sequence[str] | None = None,
-                 ) -> tuple[argparse.Namespace, Runtime, list[ReplayCase]]:
+def parse_traces(
+    ap: argparse.ArgumentParser,
+    argv: Sequence[str] | None = None,
+) -> tuple[argparse.Namespace, Runtime, list[ReplayCase]]:
     """Parse a replay script's options (plus --results, --tasks, --mode, --model, --json) and
     load the recorded cases they name with the target's tokenizer (no weights are used).
     Exits 2 with one line when the results hold no such records."""
     ap.add_argument("--results", required=True, type=Path)
     ap.add_argument("--tasks", required=True, type=Path)
-    ap.add_argument("--mode", default="plain",
-                    help="the recorded mode whose output ids to replay (any greedy mode: the "
-                         "output does not depend on the draft length)")
+    ap.add_argument(
+        "--mode",
+        default="plain",
+        help="the recorded mode whose output ids to replay (any greedy mode: the "
+        "output does not depend on the draft length)",
+    )
     ap.add_argument("--model", default=DEMO_TARGET, help="the target whose tokenizer the run used")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     cases = cases_from_file(a.results, load_tasks(a.tasks), a.mode)
     if not cases:
         ap.exit(2, f"error: no {a.mode}-mode records with output_ids in {a.results}\n")
-    tok = open_runtime("llamacpp", resolve(a.model, progress=False),
-                       RuntimeSettings(n_ctx=512, threads=1))
+    tok = open_runtime(
+        "llamacpp", resolve(a.model, progress=False), RuntimeSettings(n_ctx=512, threads=1)
+    )
     return a, tok, cases
 
 
@@ -347,8 +405,13 @@ def mean_rows(draws: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]
         if any((r["task_id"], r["policy"]) != (row["task_id"], row["policy"]) for r in same):
             raise ValueError("draws hold different cases or policies")
         sps = [r["speedup"] for r in same]
-        out.append({**row, "speedup": round(statistics.fmean(sps), 3) if all(sps) else None,
-                    "same_output": all(r["same_output"] for r in same)})
+        out.append(
+            {
+                **row,
+                "speedup": round(statistics.fmean(sps), 3) if all(sps) else None,
+                "same_output": all(r["same_output"] for r in same),
+            }
+        )
     return out
 
 
@@ -358,15 +421,35 @@ def summarize_replay(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]
     oracle = {r["task_id"]: r["speedup"] for r in rows if r["policy"] == "oracle"}
     for pol in dict.fromkeys(r["policy"] for r in rows):
         sp = [r["speedup"] for r in rows if r["policy"] == pol and r["speedup"]]
-        vs = [r["speedup"] / oracle[r["task_id"]] for r in rows
-              if r["policy"] == pol and r["speedup"] and oracle.get(r["task_id"])]
-        out[pol] = {"tasks": len(sp), "median": round(statistics.median(sp), 3) if sp else None,
-                    "worst": round(min(sp), 3) if sp else None,
-                    "of_oracle": round(statistics.median(vs), 3) if vs else None,
-                    "same_output": all(r["same_output"] for r in rows if r["policy"] == pol)}
+        vs = [
+            r["speedup"] / oracle[r["task_id"]]
+            for r in rows
+            if r["policy"] == pol and r["speedup"] and oracle.get(r["task_id"])
+        ]
+        out[pol] = {
+            "tasks": len(sp),
+            "median": round(statistics.median(sp), 3) if sp else None,
+            "worst": round(min(sp), 3) if sp else None,
+            "of_oracle": round(statistics.median(vs), 3) if vs else None,
+            "same_output": all(r["same_output"] for r in rows if r["policy"] == pol),
+        }
     return out
 
 
-__all__ = ["OneHotRows", "OraclePolicy", "ReplayCase", "ReplayRuntime", "VirtualClock",
-           "World", "cases_from_file", "cases_from_results", "mean_rows", "parse_traces",
-           "policy_for", "replay_all", "replay_case", "summarize_replay", "table_cost"]
+__all__ = [
+    "OneHotRows",
+    "OraclePolicy",
+    "ReplayCase",
+    "ReplayRuntime",
+    "VirtualClock",
+    "World",
+    "cases_from_file",
+    "cases_from_results",
+    "mean_rows",
+    "parse_traces",
+    "policy_for",
+    "replay_all",
+    "replay_case",
+    "summarize_replay",
+    "table_cost",
+]

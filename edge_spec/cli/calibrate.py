@@ -18,19 +18,45 @@ from edge_spec.store.models import resolve
 
 
 @click.command("calibrate")
-@click.option("--model", default=None, help="Target model: catalogue name or .gguf path (default: the demo target).")
-@click.option("--drafter", default=None,
-              help="Drafter model (default: the demo drafter with the demo target; 'none' to skip).")
-@click.option("--threads", type=int_range(RuntimeSettings, "threads"), default=0, show_default=True,
-              help="CPU threads (0: all cores).")
-@click.option("--n-gpu-layers", type=int, default=0, show_default=True,
-              help="Layers to offload to the GPU (-1: all).")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="Profile file to write (default: the store's profiles/local.toml).")
+@click.option(
+    "--model",
+    default=None,
+    help="Target model: catalogue name or .gguf path (default: the demo target).",
+)
+@click.option(
+    "--drafter",
+    default=None,
+    help="Drafter model (default: the demo drafter with the demo target; 'none' to skip).",
+)
+@click.option(
+    "--threads",
+    type=int_range(RuntimeSettings, "threads"),
+    default=0,
+    show_default=True,
+    help="CPU threads (0: all cores).",
+)
+@click.option(
+    "--n-gpu-layers",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Layers to offload to the GPU (-1: all).",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Profile file to write (default: the store's profiles/local.toml).",
+)
 @click.option("--name", default=None, help="Profile name (default: the --out file's stem).")
 @click.option("--json", "as_json", is_flag=True, help="Print the profile as JSON on stdout.")
-@click.option("--runtime", type=click.Choice(BACKENDS), default="llamacpp",
-              show_default=True, help="Backend to measure (ort/torch take model folders).")
+@click.option(
+    "--runtime",
+    type=click.Choice(BACKENDS),
+    default="llamacpp",
+    show_default=True,
+    help="Backend to measure (ort/torch take model folders).",
+)
 @click.option("--quick", is_flag=True, help="Skip n=128 (extrapolated) for a faster run.")
 def calibrate_cmd(**o: Any) -> None:
     """Measure verify costs (n = 1..128 tokens per forward) and the drafter's cost."""
@@ -39,15 +65,23 @@ def calibrate_cmd(**o: Any) -> None:
     if drafter is not None and drafter.lower() == "none":
         drafter = ""
     # Pull missing models first, with their own progress bar (rich allows one live display).
-    for m in (o["model"] or DEMO_TARGET,
-              (drafter or DEMO_DRAFTER) if drafter or (drafter is None and o["model"] is None)
-              else None):
+    for m in (
+        o["model"] or DEMO_TARGET,
+        (drafter or DEMO_DRAFTER) if drafter or (drafter is None and o["model"] is None) else None,
+    ):
         if m is not None and not Path(m).expanduser().is_dir():
             resolve(m)
     with _progress() as report:
-        prof = calibrate(o["model"], drafter, threads=o["threads"],
-                         n_gpu_layers=o["n_gpu_layers"], quick=o["quick"],
-                         name=o["name"] or out.stem, report=report, runtime=o["runtime"])
+        prof = calibrate(
+            o["model"],
+            drafter,
+            threads=o["threads"],
+            n_gpu_layers=o["n_gpu_layers"],
+            quick=o["quick"],
+            name=o["name"] or out.stem,
+            report=report,
+            runtime=o["runtime"],
+        )
     write_text(out, prof.to_toml())
     if o["as_json"]:
         d = prof.to_dict()
@@ -59,11 +93,16 @@ def calibrate_cmd(**o: Any) -> None:
     click.echo("  n      ms   ms/token", err=True)
     for n, ms in c.verify_ms.items():
         click.echo(f"{n:>3} {ms:>7.1f} {ms / n:>10.2f}", err=True)
-    click.echo(f"prefill {c.prefill_ms_per_token:.2f} ms/token, drafter ratio "
-               f"{c.drafter_ratio:.3f}", err=True)
+    click.echo(
+        f"prefill {c.prefill_ms_per_token:.2f} ms/token, drafter ratio {c.drafter_ratio:.3f}",
+        err=True,
+    )
     if out.parent.resolve() == user_dir().resolve():
-        click.echo("run, serve and bench use it on this machine for this target when no "
-                   "--profile is given", err=True)
+        click.echo(
+            "run, serve and bench use it on this machine for this target when no "
+            "--profile is given",
+            err=True,
+        )
     else:
         click.echo(f"use it with: edge-spec run --profile {out}", err=True)
 
@@ -77,9 +116,14 @@ def _progress() -> Iterator[Any]:
     except ImportError:
         yield lambda _d, _done, _total: None
         return
-    bar = rp.Progress(rp.TextColumn("{task.description:<24}"), rp.BarColumn(),
-                      rp.MofNCompleteColumn(), rp.TimeElapsedColumn(),
-                      console=Console(stderr=True), transient=True)
+    bar = rp.Progress(
+        rp.TextColumn("{task.description:<24}"),
+        rp.BarColumn(),
+        rp.MofNCompleteColumn(),
+        rp.TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
     task = bar.add_task("calibrate", total=None)
 
     def report(desc: str, done: int, total: int) -> None:

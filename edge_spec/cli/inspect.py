@@ -42,17 +42,34 @@ def describe(text: str) -> dict[str, Any]:
 
 def _gguf(path: Path) -> dict[str, Any]:
     s = gguf_summary(check_gguf(path))
-    meta = read_gguf_fields(path, ("tokenizer.ggml.model", "tokenizer.ggml.pre",
-                                   "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"))
-    return {"kind": "gguf", "path": str(path), "architecture": s["architecture"],
-            "name": s["name"], "parameters": s["parameter_count"],
-            "quant": (s["file_type"] or "").removeprefix("MOSTLY_").removeprefix("ALL_") or None,
-            "quant_mix": s["quant_mix"], "context_length": s["context_length"],
-            "layers": s["block_count"], "size": s["file_size"],
-            "tokenizer": {"model": meta.get("tokenizer.ggml.model"),
-                          "pre": meta.get("tokenizer.ggml.pre"), "vocab_size": s["vocab_size"],
-                          "bos_id": meta.get("tokenizer.ggml.bos_token_id"),
-                          "eos_id": meta.get("tokenizer.ggml.eos_token_id")}}
+    meta = read_gguf_fields(
+        path,
+        (
+            "tokenizer.ggml.model",
+            "tokenizer.ggml.pre",
+            "tokenizer.ggml.bos_token_id",
+            "tokenizer.ggml.eos_token_id",
+        ),
+    )
+    return {
+        "kind": "gguf",
+        "path": str(path),
+        "architecture": s["architecture"],
+        "name": s["name"],
+        "parameters": s["parameter_count"],
+        "quant": (s["file_type"] or "").removeprefix("MOSTLY_").removeprefix("ALL_") or None,
+        "quant_mix": s["quant_mix"],
+        "context_length": s["context_length"],
+        "layers": s["block_count"],
+        "size": s["file_size"],
+        "tokenizer": {
+            "model": meta.get("tokenizer.ggml.model"),
+            "pre": meta.get("tokenizer.ggml.pre"),
+            "vocab_size": s["vocab_size"],
+            "bos_id": meta.get("tokenizer.ggml.bos_token_id"),
+            "eos_id": meta.get("tokenizer.ggml.eos_token_id"),
+        },
+    }
 
 
 def _folder_size(path: Path) -> int:
@@ -71,10 +88,17 @@ def _onnx(path: Path) -> dict[str, Any]:
     if (path / "genai_config.json").is_file():
         cfg = json.loads((path / "genai_config.json").read_text(encoding="utf-8")).get("model", {})
     params, mix = _onnx_weights(path, (cfg.get("decoder") or {}).get("filename", "model.onnx"))
-    return {"kind": "onnx", "path": str(path), "architecture": cfg.get("type"),
-            "parameters": params, "quant_mix": mix, "context_length": cfg.get("context_length"),
-            "layers": (cfg.get("decoder") or {}).get("num_hidden_layers"),
-            "size": _folder_size(path), "tokenizer": _tokenizer(path)}
+    return {
+        "kind": "onnx",
+        "path": str(path),
+        "architecture": cfg.get("type"),
+        "parameters": params,
+        "quant_mix": mix,
+        "context_length": cfg.get("context_length"),
+        "layers": (cfg.get("decoder") or {}).get("num_hidden_layers"),
+        "size": _folder_size(path),
+        "tokenizer": _tokenizer(path),
+    }
 
 
 def _onnx_weights(path: Path, name: str) -> tuple[int | None, dict[str, int]]:
@@ -111,11 +135,17 @@ def _hf(path: Path) -> dict[str, Any]:
     for t in safetensors_tensors(path):
         params += math.prod(t.shape)
         mix[t.dtype] = mix.get(t.dtype, 0) + 1
-    return {"kind": "hf", "path": str(path), "architecture": cfg.get("model_type"),
-            "parameters": params, "quant_mix": mix,
-            "context_length": cfg.get("max_position_embeddings"),
-            "layers": cfg.get("num_hidden_layers"), "size": _folder_size(path),
-            "tokenizer": _tokenizer(path)}
+    return {
+        "kind": "hf",
+        "path": str(path),
+        "architecture": cfg.get("model_type"),
+        "parameters": params,
+        "quant_mix": mix,
+        "context_length": cfg.get("max_position_embeddings"),
+        "layers": cfg.get("num_hidden_layers"),
+        "size": _folder_size(path),
+        "tokenizer": _tokenizer(path),
+    }
 
 
 def _bundle(path: Path) -> dict[str, Any]:
@@ -127,11 +157,18 @@ def _bundle(path: Path) -> dict[str, Any]:
             p = b.model_path(role, fmt)
             if p is not None:
                 models[f"{role}.{fmt}"] = _gguf(p) if fmt == "gguf" else _onnx(p)
-    return {"kind": "bundle", "path": str(path), "default_runtime": m.default_runtime,
-            "recommended_profile": m.recommended_profile, "created_by": m.created_by,
-            "size": sum(f.size for f in m.files), "tokenizer": asdict(m.tokenizer),
-            "files": [asdict(f) for f in m.files], "checks": [asdict(c) for c in m.checks],
-            "models": models}
+    return {
+        "kind": "bundle",
+        "path": str(path),
+        "default_runtime": m.default_runtime,
+        "recommended_profile": m.recommended_profile,
+        "created_by": m.created_by,
+        "size": sum(f.size for f in m.files),
+        "tokenizer": asdict(m.tokenizer),
+        "files": [asdict(f) for f in m.files],
+        "checks": [asdict(c) for c in m.checks],
+        "models": models,
+    }
 
 
 def pairing(a: str, b: str) -> dict[str, Any]:
@@ -165,13 +202,15 @@ def inspect_cmd(path: str, path2: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(info)
     else:
-        for d in ([info] if pair is None else [info["target"], info["drafter"]]):
+        for d in [info] if pair is None else [info["target"], info["drafter"]]:
             _table(d)
     if pair is not None and not pair["pairs"]:
         if as_json:
             raise SystemExit(2)
-        raise UserError(f"{path2} cannot draft for {path}: {pair['reason']}; use a drafter "
-                        "with the same tokenizer (e.g. the same model family)")
+        raise UserError(
+            f"{path2} cannot draft for {path}: {pair['reason']}; use a drafter "
+            "with the same tokenizer (e.g. the same model family)"
+        )
     if pair is not None and not as_json:
         click.echo(f"{path2} can draft for {path}: the vocabularies pair")
 
@@ -180,8 +219,15 @@ def _rows(d: dict[str, Any]) -> list[tuple[str, str]]:
     tok = d.get("tokenizer") or {}
     mix = ", ".join(f"{k} x{v}" for k, v in (d.get("quant_mix") or {}).items())
     rows = [("kind", d["kind"]), ("path", d["path"])]
-    for key in ("architecture", "name", "quant", "layers", "context_length",
-                "default_runtime", "recommended_profile"):
+    for key in (
+        "architecture",
+        "name",
+        "quant",
+        "layers",
+        "context_length",
+        "default_runtime",
+        "recommended_profile",
+    ):
         if d.get(key) not in (None, ""):
             rows.append((key.replace("_", " "), str(d[key])))
     if d.get("parameters"):
@@ -195,8 +241,13 @@ def _rows(d: dict[str, Any]) -> list[tuple[str, str]]:
         what = " ".join(x for x in (f["format"], f["quant"]) if x)
         rows.append((f"{f['role']} file", f"{f['path']} ({what}, {f['size'] / 1e6:,.1f} MB)"))
     for c in d.get("checks", []):
-        rows.append(("check", f"{c['path']}: {c['agreement']:.0%} of {c['tokens']} tokens, "
-                              f"max logit diff {c['max_logit_diff']}"))
+        rows.append(
+            (
+                "check",
+                f"{c['path']}: {c['agreement']:.0%} of {c['tokens']} tokens, "
+                f"max logit diff {c['max_logit_diff']}",
+            )
+        )
     return rows
 
 

@@ -24,8 +24,11 @@ def emit_json(obj: dict[str, Any]) -> None:
 def note_profile(label: str, named: str | None) -> None:
     """On stderr, the profile the engine chose itself (a calibrated one, a bundle's)."""
     if named is None and label != BUILTIN_PROFILE:
-        click.echo(f"using profile {label}; --profile NAME picks another, --profile "
-                   f"{NO_PROFILE} the built-in defaults", err=True)
+        click.echo(
+            f"using profile {label}; --profile NAME picks another, --profile "
+            f"{NO_PROFILE} the built-in defaults",
+            err=True,
+        )
 
 
 def int_range(cls: type, name: str) -> click.IntRange:

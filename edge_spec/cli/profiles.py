@@ -18,10 +18,17 @@ def profiles() -> None:
 def _row(name: str, path: Any) -> dict[str, Any]:
     prof = load_profile(path)
     c = prof.costs
-    return {"name": name, "shipped": path.parent == shipped_dir(), "path": str(path),
-            "source": c.source, "machine": c.machine, "description": prof.description,
-            "verify_ms_1": c.verify_ms[1], "verify_ms_64": c.verify_ms[64],
-            "drafter_ratio": c.drafter_ratio}
+    return {
+        "name": name,
+        "shipped": path.parent == shipped_dir(),
+        "path": str(path),
+        "source": c.source,
+        "machine": c.machine,
+        "description": prof.description,
+        "verify_ms_1": c.verify_ms[1],
+        "verify_ms_64": c.verify_ms[64],
+        "drafter_ratio": c.drafter_ratio,
+    }
 
 
 @profiles.command("list")
@@ -34,9 +41,16 @@ def list_cmd(as_json: bool) -> None:
         return
     cells = [["name", "source", "1 tok ms", "64 tok ms", "drafter", "description"]]
     for r in rows:
-        cells.append([r["name"] + ("" if r["shipped"] else " (user)"), r["source"],
-                      f"{r['verify_ms_1']:.1f}", f"{r['verify_ms_64']:.1f}",
-                      f"{r['drafter_ratio']:.2f}", r["description"]])
+        cells.append(
+            [
+                r["name"] + ("" if r["shipped"] else " (user)"),
+                r["source"],
+                f"{r['verify_ms_1']:.1f}",
+                f"{r['verify_ms_64']:.1f}",
+                f"{r['drafter_ratio']:.2f}",
+                r["description"],
+            ]
+        )
     widths = [max(len(c[i]) for c in cells) for i in range(5)]
     for c in cells:
         click.echo("  ".join(c[i].ljust(widths[i]) for i in range(5)) + "  " + c[5])
@@ -54,5 +68,6 @@ def show_cmd(name: str, as_json: bool) -> None:
     click.echo(f"# {prof.path}")
     click.echo(prof.to_toml(), nl=False)
     c = prof.costs
-    click.echo("\n# ms per token: " + ", ".join(
-        f"{n}: {ms / n:.2f}" for n, ms in c.verify_ms.items()))
+    click.echo(
+        "\n# ms per token: " + ", ".join(f"{n}: {ms / n:.2f}" for n, ms in c.verify_ms.items())
+    )

@@ -18,8 +18,9 @@ def diff_text(original: str, merged: str, name: str) -> str:
     a = original.replace("\r\n", "\n").splitlines(keepends=True)
     b = merged.replace("\r\n", "\n").splitlines(keepends=True)
     lines = difflib.unified_diff(a, b, f"a/{name}", f"b/{name}")
-    return "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n"
-                   for ln in lines)
+    return "".join(
+        ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines
+    )
 
 
 def print_diff(text: str) -> None:
@@ -35,10 +36,15 @@ def verdict_lines(res: ApplyResult) -> list[str]:
     out = []
     for v in res.verdicts:
         a, b = v["snippet_span"]
-        where = ("unplaced" if v["original_span"] is None
-                 else f"original lines {v['original_span'][0] + 1}-{v['original_span'][1]}")
-        out.append(f"hunk {v['index'] + 1} (snippet lines {a}-{b}) -> {where}: {v['status']}"
-                   f" ({v['reason']})")
+        where = (
+            "unplaced"
+            if v["original_span"] is None
+            else f"original lines {v['original_span'][0] + 1}-{v['original_span'][1]}"
+        )
+        out.append(
+            f"hunk {v['index'] + 1} (snippet lines {a}-{b}) -> {where}: {v['status']}"
+            f" ({v['reason']})"
+        )
     return out
 
 
@@ -50,12 +56,18 @@ def engine_note(res: ApplyResult, asked: str) -> str:
         return f"engine merge: the structural merge placed all {n} hunk(s) exactly; no model ran"
     if res.engine == "region":
         where = ", ".join(f"lines {r['lines'][0]}-{r['lines'][1]}" for r in res.regions)
-        return (f"engine region ({asked}): the model rewrote {where} around the hunk(s) the "
-                "merge is not sure of; the structural merge wrote the rest")
+        return (
+            f"engine region ({asked}): the model rewrote {where} around the hunk(s) the "
+            "merge is not sure of; the structural merge wrote the rest"
+        )
     placed = bool(res.verdicts) and all(v["original_span"] is not None for v in res.verdicts)
-    auto = ("return the structural merge without a model" if sure
-            else "let the model rewrite the unsure regions or the file" if placed
-            else "let the model write the file (a hunk is unplaced)")
+    auto = (
+        "return the structural merge without a model"
+        if sure
+        else "let the model rewrite the unsure regions or the file"
+        if placed
+        else "let the model write the file (a hunk is unplaced)"
+    )
     return f"engine model ({asked}); auto would {auto}"
 
 
@@ -64,14 +76,22 @@ def lazy_warning(res: ApplyResult, streaming: bool, policy: str) -> int:
     if not res.lazy_lines:
         return 0
     n, first = len(res.lazy_lines), res.lazy_lines[0]
-    what = f"the model left {n} '... existing code ...' marker(s) in its answer (first: line {first})"
+    what = (
+        f"the model left {n} '... existing code ...' marker(s) in its answer (first: line {first})"
+    )
     if res.fallback == "naive":
-        click.echo(f"warning: {what}; wrote the merge of the snippet instead "
-                   "(--on-lazy keep writes the answer as is)", err=True)
+        click.echo(
+            f"warning: {what}; wrote the merge of the snippet instead "
+            "(--on-lazy keep writes the answer as is)",
+            err=True,
+        )
         return 0
     if streaming and policy != "keep":
-        click.echo(f"warning: {what}: the file printed above is incomplete; use --out FILE or "
-                   "--json to get the merge instead", err=True)
+        click.echo(
+            f"warning: {what}: the file printed above is incomplete; use --out FILE or "
+            "--json to get the merge instead",
+            err=True,
+        )
         return 3
     click.echo(f"warning: {what}: the merged file is incomplete", err=True)
     return 0

@@ -80,8 +80,12 @@ def calibrated_here(target: str, backend: str, n_gpu_layers: int = 0) -> Calibra
             continue
         c = prof.costs
         got = canonical_backend(prof.runtime.backend) or prof.runtime.backend
-        if (c.source != "measured" or c.machine != here or got != want
-                or not _same_model(c.target, target)):
+        if (
+            c.source != "measured"
+            or c.machine != here
+            or got != want
+            or not _same_model(c.target, target)
+        ):
             continue
         key = (c.date, mtime)
         if best is None or key > best[:2]:

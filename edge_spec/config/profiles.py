@@ -42,8 +42,11 @@ except ModuleNotFoundError:  # Python 3.10
 
 SOURCES = COST_SOURCES
 _USER_DIR = "profiles"
-_SECTIONS: dict[str, type] = {"runtime": RuntimeSettings, "drafter": DrafterSettings,
-                              "controller": ControllerSettings}
+_SECTIONS: dict[str, type] = {
+    "runtime": RuntimeSettings,
+    "drafter": DrafterSettings,
+    "controller": ControllerSettings,
+}
 
 
 @dataclass(frozen=True)
@@ -79,15 +82,20 @@ class Profile:
         """The controller settings with this profile's cost table and drafter cost."""
         ratios = dict(self.controller.draft_cost_ratio)
         ratios["model"] = self.costs.drafter_ratio
-        return replace(self.controller, verify_ms=dict(self.costs.verify_ms),
-                       draft_cost_ratio=ratios)
+        return replace(
+            self.controller, verify_ms=dict(self.costs.verify_ms), draft_cost_ratio=ratios
+        )
 
     def engine_config(self, base: EngineConfig | None = None) -> EngineConfig:
         """`base` (default: built-in defaults) with this profile's sections."""
         base = base or EngineConfig()
         backend = canonical_backend(self.runtime.backend) or self.runtime.backend
-        return replace(base, runtime=replace(self.runtime, backend=backend),
-                       drafter=self.drafter, controller=self.controller_config())
+        return replace(
+            base,
+            runtime=replace(self.runtime, backend=backend),
+            drafter=self.drafter,
+            controller=self.controller_config(),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (table keys become strings)."""
@@ -101,15 +109,20 @@ class Profile:
 
     def to_toml(self) -> str:
         """The profile as TOML text that `load_profile` reads back to an equal Profile."""
-        lines = [f"name = {_toml_value(self.name)}",
-                 f"description = {_toml_value(self.description)}"]
+        lines = [
+            f"name = {_toml_value(self.name)}",
+            f"description = {_toml_value(self.description)}",
+        ]
         for sec, cls in _SECTIONS.items():
             obj = getattr(self, sec)
             lines += ["", f"[{sec}]"]
             lines += [f"{f.name} = {_toml_value(getattr(obj, f.name))}" for f in toml_fields(cls)]
         lines += ["", "[costs]"]
-        lines += [f"{f.name} = {_toml_value(getattr(self.costs, f.name))}"
-                  for f in fields(CostsSection) if f.name != "verify_ms"]
+        lines += [
+            f"{f.name} = {_toml_value(getattr(self.costs, f.name))}"
+            for f in fields(CostsSection)
+            if f.name != "verify_ms"
+        ]
         lines += ["", "[costs.verify_ms]  # n tokens in one target forward -> ms"]
         lines += [f"{n} = {_toml_value(ms)}" for n, ms in sorted(self.costs.verify_ms.items())]
         return "\n".join(lines) + "\n"
@@ -136,6 +149,7 @@ def _toml_value(v: object) -> str:
 
 
 # ---- loading -------------------------------------------------------------------------------
+
 
 def shipped_dir() -> Path:
     """The folder of the profiles that ship with edge-spec."""
@@ -204,8 +218,10 @@ def parse_profile(text: str, path: str | os.PathLike[str] = "<string>") -> Profi
     top = v.table(data, "", {"name", "description", "costs", *_SECTIONS})
     sections = {sec: v.section(top.get(sec, {}), sec, cls) for sec, cls in _SECTIONS.items()}
     if "costs" not in top:
-        raise UserError(f"{where}: missing section [costs] (verify_ms, drafter_ratio, "
-                        "prefill_ms_per_token, source)")
+        raise UserError(
+            f"{where}: missing section [costs] (verify_ms, drafter_ratio, "
+            "prefill_ms_per_token, source)"
+        )
     co = v.table(top["costs"], "costs", {f.name for f in fields(CostsSection)})
     for key in ("verify_ms", "drafter_ratio", "prefill_ms_per_token", "source"):
         if key not in co:
@@ -213,17 +229,22 @@ def parse_profile(text: str, path: str | os.PathLike[str] = "<string>") -> Profi
     costs = CostsSection(
         verify_ms=v.verify_table(co["verify_ms"]),
         drafter_ratio=v.get(co, "costs.drafter_ratio", float, None, lo=0.0),
-        prefill_ms_per_token=v.get(co, "costs.prefill_ms_per_token", float, None, lo=0.0,
-                                   lo_open=True),
+        prefill_ms_per_token=v.get(
+            co, "costs.prefill_ms_per_token", float, None, lo=0.0, lo_open=True
+        ),
         source=v.choice(co, "costs.source", SOURCES, None),
         machine=v.get(co, "costs.machine", str, ""),
         date=v.get(co, "costs.date", str, ""),
         method=v.get(co, "costs.method", str, ""),
         target=v.get(co, "costs.target", str, ""),
     )
-    return Profile(name=v.get(top, "name", str, where.stem),
-                   description=v.get(top, "description", str, ""), costs=costs,
-                   path=where, **sections)
+    return Profile(
+        name=v.get(top, "name", str, where.stem),
+        description=v.get(top, "description", str, ""),
+        costs=costs,
+        path=where,
+        **sections,
+    )
 
 
 _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
@@ -244,9 +265,11 @@ class TomlValidator:
         for key in obj:
             if key not in allowed:
                 full = f"{name}.{key}" if name else key
-                raise UserError(f"{self.path}: unknown key {full!r}"
-                                f"{f' in [{name}]' if name else ''}; "
-                                f"known keys: {', '.join(sorted(allowed))}")
+                raise UserError(
+                    f"{self.path}: unknown key {full!r}"
+                    f"{f' in [{name}]' if name else ''}; "
+                    f"known keys: {', '.join(sorted(allowed))}"
+                )
         return obj
 
     def section(self, obj: object, name: str, cls: type) -> Any:
@@ -262,21 +285,32 @@ class TomlValidator:
             if meta.get("choices"):
                 values[f.name] = self.choice(tbl, key, meta["choices"], None)
             else:
-                values[f.name] = self.get(tbl, key, typ, None, lo=meta.get("lo"),
-                                          hi=meta.get("hi"))
+                values[f.name] = self.get(tbl, key, typ, None, lo=meta.get("lo"), hi=meta.get("hi"))
         return cls(**values)
 
-    def get(self, tbl: dict[str, Any], key: str, typ: type, default: Any, *,
-            lo: float | None = None, hi: float | None = None, lo_open: bool = False) -> Any:
+    def get(
+        self,
+        tbl: dict[str, Any],
+        key: str,
+        typ: type,
+        default: Any,
+        *,
+        lo: float | None = None,
+        hi: float | None = None,
+        lo_open: bool = False,
+    ) -> Any:
         short = key.rsplit(".", 1)[-1]
         if short not in tbl:
             return default
         val = tbl[short]
-        ok = (isinstance(val, bool) if typ is bool else not isinstance(val, bool) and (
-            isinstance(val, (int, float)) if typ is float else isinstance(val, typ)))
+        ok = (
+            isinstance(val, bool)
+            if typ is bool
+            else not isinstance(val, bool)
+            and (isinstance(val, (int, float)) if typ is float else isinstance(val, typ))
+        )
         if not ok:
-            raise self.fail(key, f"must be {_TYPE_NAMES[typ]}, not {type(val).__name__} "
-                                 f"({val!r})")
+            raise self.fail(key, f"must be {_TYPE_NAMES[typ]}, not {type(val).__name__} ({val!r})")
         if typ is float:
             val = _finite(val)
             if val is None:
@@ -287,8 +321,9 @@ class TomlValidator:
             raise self.fail(key, f"must be <= {hi}, got {val!r}")
         return val
 
-    def choice(self, tbl: dict[str, Any], key: str, options: tuple[str, ...],
-               default: str | None) -> str:
+    def choice(
+        self, tbl: dict[str, Any], key: str, options: tuple[str, ...], default: str | None
+    ) -> str:
         val = self.get(tbl, key, str, default)
         if val not in options:
             raise self.fail(key, f"must be one of {', '.join(options)}, got {val!r}")
@@ -296,16 +331,20 @@ class TomlValidator:
 
     def verify_table(self, obj: object) -> dict[int, float]:
         if not isinstance(obj, dict):
-            raise self.fail("costs.verify_ms", "must be a table of n = ms "
-                                               "([costs.verify_ms] with 1 = 38.5, ...)")
+            raise self.fail(
+                "costs.verify_ms",
+                "must be a table of n = ms ([costs.verify_ms] with 1 = 38.5, ...)",
+            )
         out: dict[int, float] = {}
         for raw, ms in obj.items():
             key = f"costs.verify_ms.{raw}"
             try:
                 n = int(raw)
             except ValueError:
-                raise UserError(f"{self.path}: unknown key {key!r}: keys of costs.verify_ms "
-                                f"are token counts 1..{MAX_POINT}") from None
+                raise UserError(
+                    f"{self.path}: unknown key {key!r}: keys of costs.verify_ms "
+                    f"are token counts 1..{MAX_POINT}"
+                ) from None
             if not 1 <= n <= MAX_POINT:
                 raise self.fail(key, f"is outside 1..{MAX_POINT}")
             if isinstance(ms, bool) or not isinstance(ms, (int, float)):
@@ -316,7 +355,10 @@ class TomlValidator:
             out[n] = val
         missing = [n for n in REQUIRED_POINTS if n not in out]
         if missing:
-            raise self.fail("costs.verify_ms", "needs at least the points "
-                            f"{', '.join(map(str, REQUIRED_POINTS))}; missing "
-                            f"{', '.join(map(str, missing))}")
+            raise self.fail(
+                "costs.verify_ms",
+                "needs at least the points "
+                f"{', '.join(map(str, REQUIRED_POINTS))}; missing "
+                f"{', '.join(map(str, missing))}",
+            )
         return dict(sorted(out.items()))

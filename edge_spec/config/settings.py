@@ -19,7 +19,10 @@ DEMO_DRAFTER = "qwen2.5-coder-0.5b-instruct"
 Backend = Literal["llamacpp", "ort", "torch"]
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
 BACKEND_ALIASES: Mapping[str, str] = {
-    "onnx": "ort", "onnxruntime": "ort", "hf": "torch", "transformers": "torch",
+    "onnx": "ort",
+    "onnxruntime": "ort",
+    "hf": "torch",
+    "transformers": "torch",
     "llama.cpp": "llamacpp",
 }
 DraftMode = Literal["hybrid", "reference", "model", "none"]
@@ -44,9 +47,15 @@ REQUIRED_POINTS = (1, 2, 4, 8, 16, 32, 64, 128)
 MAX_POINT = 512
 
 
-def setting(default: Any = None, *, lo: float | None = None, hi: float | None = None,
-            choices: tuple[str, ...] | None = None, toml: bool = True,
-            factory: Any = None) -> Any:
+def setting(
+    default: Any = None,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    choices: tuple[str, ...] | None = None,
+    toml: bool = True,
+    factory: Any = None,
+) -> Any:
     """A dataclass field with its bounds; `toml=False` fields are not read from profiles."""
     meta = {"lo": lo, "hi": hi, "choices": choices, "toml": toml}
     if factory is not None:
@@ -118,7 +127,14 @@ ARGMAX_ROW_BLOCK = 16
 # (profiles/cpu-2core.toml). Only its shape matters as a prior: the controller rescales it
 # from measured step times.
 DEFAULT_VERIFY_MS: Mapping[int, float] = {
-    1: 45.8, 2: 87.3, 4: 144.2, 8: 333.6, 16: 440.8, 32: 782.2, 64: 1535.8, 128: 2800.4,
+    1: 45.8,
+    2: 87.3,
+    4: 144.2,
+    8: 333.6,
+    16: 440.8,
+    32: 782.2,
+    64: 1535.8,
+    128: 2800.4,
 }
 # Per-token acceptance priors per draft feature (prefix match). An apply answer's start and a
 # copy that has held for 8 tokens or more break only at an edit point (per-feature rates of
@@ -127,9 +143,17 @@ DEFAULT_VERIFY_MS: Mapping[int, float] = {
 # in free text it is mostly a coincidence, wrong from its first token. Learned estimates
 # replace them.
 DEFAULT_FEATURE_PRIORS: Mapping[str, float] = {
-    "ref-start": 0.999, "ref-a": 0.95, "ref-a-s8": 0.998, "ref-a-s64": 0.999,
-    "ref-n-gt16": 0.9, "ref-n-le16": 0.85,
-    "ref-n-le8": 0.8, "ref-n-le4": 0.7, "ref-n-le2": 0.5, "ref-text": 0.6, "model": 0.7,
+    "ref-start": 0.999,
+    "ref-a": 0.95,
+    "ref-a-s8": 0.998,
+    "ref-a-s64": 0.999,
+    "ref-n-gt16": 0.9,
+    "ref-n-le16": 0.85,
+    "ref-n-le8": 0.8,
+    "ref-n-le4": 0.7,
+    "ref-n-le2": 0.5,
+    "ref-text": 0.6,
+    "model": 0.7,
 }
 
 
@@ -162,12 +186,14 @@ class ControllerSettings:
     # A drafter model's prefill (once per request) must cost at most this share of the plain
     # decoding time left before it is asked at all.
     probe_prefill_share: float = setting(0.1, lo=0.0, hi=1e6)
-    feature_priors: Mapping[str, float] = setting(toml=False,
-                                                  factory=lambda: dict(DEFAULT_FEATURE_PRIORS))
+    feature_priors: Mapping[str, float] = setting(
+        toml=False, factory=lambda: dict(DEFAULT_FEATURE_PRIORS)
+    )
     verify_ms: Mapping[int, float] = setting(toml=False, factory=lambda: dict(DEFAULT_VERIFY_MS))
     # Drafting cost per token relative to one target forward of one token, until measured.
     draft_cost_ratio: Mapping[str, float] = setting(
-        toml=False, factory=lambda: {"reference": 0.001, "model": 0.53})
+        toml=False, factory=lambda: {"reference": 0.001, "model": 0.53}
+    )
 
 
 @dataclass(frozen=True)
@@ -301,9 +327,14 @@ class EngineConfig:
 
 
 _SECTION_OF: dict[str, str] = {
-    f.name: sec for sec, cls in (("runtime", RuntimeSettings), ("drafter", DrafterSettings),
-                                 ("controller", ControllerSettings),
-                                 ("reference", ReferenceSettings), ("apply", ApplySettings))
+    f.name: sec
+    for sec, cls in (
+        ("runtime", RuntimeSettings),
+        ("drafter", DrafterSettings),
+        ("controller", ControllerSettings),
+        ("reference", ReferenceSettings),
+        ("apply", ApplySettings),
+    )
     for f in fields(cls)
 }
 

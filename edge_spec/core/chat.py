@@ -20,8 +20,13 @@ CHATML = (
 )
 
 
-def render(template: str, messages: Sequence[Message], bos_token: str = "",
-           eos_token: str = "", add_generation_prompt: bool = True) -> str:
+def render(
+    template: str,
+    messages: Sequence[Message],
+    bos_token: str = "",
+    eos_token: str = "",
+    add_generation_prompt: bool = True,
+) -> str:
     """Render a chat template safely; a template that reaches for Python internals is refused.
 
     >>> render(CHATML, [{"role": "user", "content": "hi"}])
@@ -32,18 +37,30 @@ def render(template: str, messages: Sequence[Message], bos_token: str = "",
 
     try:
         return _compiled(template).render(
-            messages=list(messages), bos_token=bos_token, eos_token=eos_token,
+            messages=list(messages),
+            bos_token=bos_token,
+            eos_token=eos_token,
             add_generation_prompt=add_generation_prompt,
         )
     except SecurityError as exc:
-        raise UserError(f"unsafe chat template in the model file was blocked ({exc}); "
-                        "use a model from a trusted source or pass --no-chat") from exc
-    except (jinja2.TemplateError, ArithmeticError, LookupError, TypeError, ValueError,
-            RecursionError) as exc:
+        raise UserError(
+            f"unsafe chat template in the model file was blocked ({exc}); "
+            "use a model from a trusted source or pass --no-chat"
+        ) from exc
+    except (
+        jinja2.TemplateError,
+        ArithmeticError,
+        LookupError,
+        TypeError,
+        ValueError,
+        RecursionError,
+    ) as exc:
         # A broken template in a model file is the model's fault, not a crash of ours.
         msg = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise UserError(f"the model's chat template failed to render ({msg}); "
-                        "pass --no-chat to send the prompt as raw text") from None
+        raise UserError(
+            f"the model's chat template failed to render ({msg}); "
+            "pass --no-chat to send the prompt as raw text"
+        ) from None
 
 
 @lru_cache(maxsize=8)
@@ -81,8 +98,10 @@ def text_tokens(rt: Runtime, text: str) -> list[int]:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise UserError(f"the prompt is not valid Unicode text ({exc.reason} at character "
-                        f"{exc.start}); remove lone surrogates") from None
+        raise UserError(
+            f"the prompt is not valid Unicode text ({exc.reason} at character "
+            f"{exc.start}); remove lone surrogates"
+        ) from None
     toks = rt.tokenize(text, add_bos=False, special=True)
     bos = rt.bos_id
     if rt.add_bos and bos is not None and (not toks or toks[0] != bos):

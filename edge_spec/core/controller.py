@@ -26,12 +26,23 @@ from edge_spec.core.costs import VerifyCosts
 from edge_spec.core.types import EMPTY, Draft, Drafter
 
 # Position bins of the run-length model: draft token j (1-based) falls in the bin containing it.
-_BINS: tuple[tuple[int, int], ...] = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32),
-                                      (33, 64), (65, 128), (129, 512))
+_BINS: tuple[tuple[int, int], ...] = (
+    (1, 1),
+    (2, 2),
+    (3, 4),
+    (5, 8),
+    (9, 16),
+    (17, 32),
+    (33, 64),
+    (65, 128),
+    (129, 512),
+)
 _MAX_POS = _BINS[-1][1]
 _ZEROS = [0.0] * len(_BINS)
-_BIN_IDX = np.asarray([next(b for b, (lo, hi) in enumerate(_BINS) if lo <= j + 1 <= hi)
-                       for j in range(_MAX_POS)], dtype=np.intp)
+_BIN_IDX = np.asarray(
+    [next(b for b, (lo, hi) in enumerate(_BINS) if lo <= j + 1 <= hi) for j in range(_MAX_POS)],
+    dtype=np.intp,
+)
 _KS = np.arange(1, _MAX_POS + 1, dtype=np.float64)
 # Features of reference drafts: their hazard does not depend on the position in the draft.
 _POOLED = "ref-"
@@ -50,10 +61,14 @@ class Controller:
 
     def __init__(self, config: ControllerSettings | None = None) -> None:
         self.cfg = config or ControllerSettings()
-        self._costs = VerifyCosts(self.cfg.verify_ms, min(self.cfg.k_max, _MAX_POS),
-                                  self.cfg.cost_smoothing,
-                                  self.cfg.cost_shape_weight, self.cfg.cost_shape_decay,
-                                  self.cfg.cost_size_weight)
+        self._costs = VerifyCosts(
+            self.cfg.verify_ms,
+            min(self.cfg.k_max, _MAX_POS),
+            self.cfg.cost_smoothing,
+            self.cfg.cost_shape_weight,
+            self.cfg.cost_shape_decay,
+            self.cfg.cost_size_weight,
+        )
         # feature -> (events per bin, exposure per bin): a run-length (survival) model. Stored
         # counts are divided by `_g`, the product of all decay factors so far, so decaying
         # every feature is one multiplication (the true count is stored * _g).
@@ -143,7 +158,7 @@ class Controller:
         if n <= 0:
             return 0, 1.0 / one
         expected = 1.0 + np.cumsum(np.cumprod(self._rates(draft, n)))
-        cost = self._costs.vector()[2:n + 2]
+        cost = self._costs.vector()[2 : n + 2]
         sunk = draft.draft_ms > 0  # already paid: does not depend on k
         per_draft = 0.0 if sunk else self.draft_ms(draft.source, 1)
         if per_draft:
@@ -203,8 +218,9 @@ class Controller:
             return min(limit, self.cfg.k_max)
         return self.best_k(source, limit, context_len)
 
-    def select(self, drafters: Sequence[Drafter], context: Sequence[int],
-               limit: int) -> tuple[Draft, int]:
+    def select(
+        self, drafters: Sequence[Drafter], context: Sequence[int], limit: int
+    ) -> tuple[Draft, int]:
         """Ask the drafters in order; the first draft worth verifying wins: (draft, k).
 
         This is the hybrid (docs/design.md): the reference drafter when it has a match that pays,
@@ -285,8 +301,9 @@ class Controller:
 class Policy(Protocol):
     """What the loop asks of a controller."""
 
-    def select(self, drafters: Sequence[Drafter], context: Sequence[int],
-               limit: int) -> tuple[Draft, int]: ...
+    def select(
+        self, drafters: Sequence[Drafter], context: Sequence[int], limit: int
+    ) -> tuple[Draft, int]: ...
 
     def observe(self, draft: Draft, k: int, accepted: int, verify_ms: float) -> None: ...
 
@@ -309,8 +326,9 @@ class FixedK:
     def best_k(self, source: str, limit: int, context_len: int = 0) -> int:
         return min(self.k, limit)
 
-    def select(self, drafters: Sequence[Drafter], context: Sequence[int],
-               limit: int) -> tuple[Draft, int]:
+    def select(
+        self, drafters: Sequence[Drafter], context: Sequence[int], limit: int
+    ) -> tuple[Draft, int]:
         for drafter in drafters:
             draft = drafter.propose(context, min(self.k, limit)) if limit > 0 else EMPTY
             if len(draft):

@@ -21,8 +21,15 @@ import numpy as np
 class VerifyCosts:
     """Predicted ms of one forward over n tokens, n = 1..max_n + 1, learned from steps."""
 
-    def __init__(self, table: Mapping[int, float], max_n: int, smoothing: float,
-                 shape_weight: float, shape_decay: float, size_weight: float) -> None:
+    def __init__(
+        self,
+        table: Mapping[int, float],
+        max_n: int,
+        smoothing: float,
+        shape_weight: float,
+        shape_decay: float,
+        size_weight: float,
+    ) -> None:
         self._table = sorted((int(n), float(ms)) for n, ms in table.items())
         self._xs = [x for x, _ in self._table]
         self._base = np.asarray([0.0] + [self.table_ms(n) for n in range(1, max_n + 2)])
@@ -73,8 +80,9 @@ class VerifyCosts:
         """The smooth part of `_shape()` at one size (its two nodes), without the whole vector."""
         lo, w, w0 = int(self._node_lo[n]), float(self._node_w[n]), self._w0
         s, wt = self._sum, self._weight
-        return ((1.0 - w) * float(s[lo]) / (float(wt[lo]) + w0)
-                + w * float(s[lo + 1]) / (float(wt[lo + 1]) + w0))
+        return (1.0 - w) * float(s[lo]) / (float(wt[lo]) + w0) + w * float(s[lo + 1]) / (
+            float(wt[lo + 1]) + w0
+        )
 
     def vector(self) -> np.ndarray:
         """ms for every n (index n; index 0 unused), never below the 1-token cost."""

@@ -26,8 +26,9 @@ class Guard(Protocol):
     def banned(self, state: Any) -> RowBan: ...
 
 
-def guard_state(guard: Guard, rt: Runtime, prompt: Sequence[int], state: Any = None,
-                *tokens: int) -> Any:
+def guard_state(
+    guard: Guard, rt: Runtime, prompt: Sequence[int], state: Any = None, *tokens: int
+) -> Any:
     """The guard's state: from the prompt's tail when `state` is None, then after each of
     `tokens` (bytes, so a character split over tokens stays whole; the one place the loop,
     and the near-tie check, track it)."""

@@ -42,8 +42,13 @@ def _now() -> float:
     return time.perf_counter() * 1e3
 
 
-def _prefill(target: Runtime, prompt: Sequence[int], stats: Stats,
-             cancel: threading.Event | None = None, clock: Callable[[], float] = _now) -> bool:
+def _prefill(
+    target: Runtime,
+    prompt: Sequence[int],
+    stats: Stats,
+    cancel: threading.Event | None = None,
+    clock: Callable[[], float] = _now,
+) -> bool:
     """Evaluate all but the last prompt token, reusing the KV prefix left by the last request.
 
     Returns False when cancelled; long prompts are evaluated in chunks so a cancel lands soon.
@@ -51,8 +56,10 @@ def _prefill(target: Runtime, prompt: Sequence[int], stats: Stats,
     if not prompt:
         raise UserError("empty prompt: nothing to generate from")
     if len(prompt) >= target.n_ctx:
-        raise UserError(f"prompt of {len(prompt)} tokens does not fit the context of "
-                        f"{target.n_ctx}; shorten the input or raise n_ctx")
+        raise UserError(
+            f"prompt of {len(prompt)} tokens does not fit the context of "
+            f"{target.n_ctx}; shorten the input or raise n_ctx"
+        )
     t0 = clock()
     keep = sync_prefix(target, prompt[:-1])
     stats.prompt_tokens, stats.cached_tokens = len(prompt), keep
@@ -60,7 +67,7 @@ def _prefill(target: Runtime, prompt: Sequence[int], stats: Stats,
     for start in range(keep, len(prompt) - 1, step):
         if cancel is not None and cancel.is_set():
             return False
-        target.eval(prompt[start:min(start + step, len(prompt) - 1)], rows=[])
+        target.eval(prompt[start : min(start + step, len(prompt) - 1)], rows=[])
     stats.prefill_ms = clock() - t0
     return True
 
@@ -75,11 +82,17 @@ def request_rngs(seed: int | None) -> tuple[np.random.Generator, np.random.Gener
     return np.random.default_rng(verifier), np.random.default_rng(drafter)
 
 
-def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter],
-             ctl: Policy, cfg: GenConfig, references: Sequence[Reference] = (),
-             on_delta: Callable[[str], None] | None = None,
-             cancel: threading.Event | None = None,
-             clock: Callable[[], float] = _now) -> GenResult:
+def generate(
+    target: Runtime,
+    prompt: Sequence[int],
+    drafters: Sequence[Drafter],
+    ctl: Policy,
+    cfg: GenConfig,
+    references: Sequence[Reference] = (),
+    on_delta: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
+    clock: Callable[[], float] = _now,
+) -> GenResult:
     """Generate from `prompt` losslessly: the output is what the target alone would produce.
 
     `drafters` are asked in order each step; the controller picks the draft and its length.
@@ -132,8 +145,17 @@ def generate(target: Runtime, prompt: Sequence[int], drafters: Sequence[Drafter]
         policy.observe(draft, k, n_acc, verify_ms)
         for drafter in drafters:
             drafter.observe(draft.head(k), n_acc)
-        stats.add(Step(draft.source if k else "none", draft.feature, k, n_acc, len(new),
-                       verify_ms, draft.draft_ms))
+        stats.add(
+            Step(
+                draft.source if k else "none",
+                draft.feature,
+                k,
+                n_acc,
+                len(new),
+                verify_ms,
+                draft.draft_ms,
+            )
+        )
         for tok in new:
             if target.is_eog(tok):
                 finish = "eos"

@@ -68,14 +68,18 @@ class Stats:
             "cached_tokens": self.cached_tokens,
             "output_tokens": self.output_tokens,
             "prefill_ms": round(self.prefill_ms, 2),
-            "prefill_tok_s": round((self.prompt_tokens - self.cached_tokens)
-                                   / (self.prefill_ms / 1e3), 2) if self.prefill_ms else 0.0,
+            "prefill_tok_s": round(
+                (self.prompt_tokens - self.cached_tokens) / (self.prefill_ms / 1e3), 2
+            )
+            if self.prefill_ms
+            else 0.0,
             "ttft_ms": round(self.ttft_ms, 2),
             "decode_ms": round(self.decode_ms, 2),
             "decode_tok_s": round(self.output_tokens / dec_s, 2) if dec_s else 0.0,
             "target_forwards": self.target_forwards,
             "tokens_per_forward": round(self.output_tokens / self.target_forwards, 3)
-            if self.target_forwards else 0.0,
+            if self.target_forwards
+            else 0.0,
             "drafted": drafted,
             "accepted": self.accepted,
             "acceptance": round(self.accepted / drafted, 4) if drafted else 0.0,

@@ -35,8 +35,16 @@ class Draft:
         """The first k tokens of this draft."""
         probs = None if self.probs is None else self.probs[:k]
         conf = None if self.confidence is None else self.confidence[:k]
-        return Draft(self.tokens[:k], self.source, probs, self.feature, conf, self.draft_ms,
-                     self.prefill_ms, self.prefill_tokens)
+        return Draft(
+            self.tokens[:k],
+            self.source,
+            probs,
+            self.feature,
+            conf,
+            self.draft_ms,
+            self.prefill_ms,
+            self.prefill_tokens,
+        )
 
 
 EMPTY = Draft()
@@ -70,8 +78,9 @@ class Drafter(Protocol):
 
     name: str
 
-    def begin(self, prompt: Sequence[int], references: Sequence[Reference],
-              rng: np.random.Generator) -> None:
+    def begin(
+        self, prompt: Sequence[int], references: Sequence[Reference], rng: np.random.Generator
+    ) -> None:
         """Start a request: index the prompt and references; `rng` is the drafter's own stream."""
         ...
 

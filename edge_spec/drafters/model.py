@@ -33,8 +33,12 @@ class ModelDrafter:
 
     name = "model"
 
-    def __init__(self, runtime: Runtime | Callable[[], Runtime],
-                 sampling: SamplingSettings | None = None, p_min: float = 0.6) -> None:
+    def __init__(
+        self,
+        runtime: Runtime | Callable[[], Runtime],
+        sampling: SamplingSettings | None = None,
+        p_min: float = 0.6,
+    ) -> None:
         # A callable loads the drafter model on the first draft asked of it.
         self._runtime = runtime
         self.sampling = sampling or SamplingSettings()
@@ -48,8 +52,9 @@ class ModelDrafter:
             self._runtime = self._runtime()
         return self._runtime
 
-    def begin(self, prompt: Sequence[int], references: Sequence[Reference],
-              rng: np.random.Generator) -> None:
+    def begin(
+        self, prompt: Sequence[int], references: Sequence[Reference], rng: np.random.Generator
+    ) -> None:
         self._rng = rng
         self._n_prompt = len(prompt)
 
@@ -93,9 +98,16 @@ class ModelDrafter:
             if i + 1 < max_len:
                 row = self.rt.eval([tok])[0]
         ms = (time.perf_counter() - t0) * 1e3
-        return Draft(tokens=tokens, source="model", probs=probs or None, feature="model",
-                     confidence=conf, draft_ms=ms, prefill_ms=prefill_ms,
-                     prefill_tokens=prefill_tokens)
+        return Draft(
+            tokens=tokens,
+            source="model",
+            probs=probs or None,
+            feature="model",
+            confidence=conf,
+            draft_ms=ms,
+            prefill_ms=prefill_ms,
+            prefill_tokens=prefill_tokens,
+        )
 
     def observe(self, draft: Draft, accepted: int) -> None:
         """Nothing to do: the next propose() rolls the KV cache back to the common prefix."""

@@ -57,8 +57,12 @@ class ReferenceDrafter:
         self._text_pos: dict[int, int] = {}
         self._n_prompt = 0
 
-    def begin(self, prompt: Sequence[int], references: Sequence[Reference],
-              rng: np.random.Generator | None = None) -> None:
+    def begin(
+        self,
+        prompt: Sequence[int],
+        references: Sequence[Reference],
+        rng: np.random.Generator | None = None,
+    ) -> None:
         self._refs = [list(prompt)]
         self._cuts = [[]]
         self._n_prompt = len(prompt)
@@ -69,20 +73,23 @@ class ReferenceDrafter:
         for ref in refs:
             toks = self.rt.tokenize(ref.text, special=False)
             if len(toks) > max(self.rt.n_ctx, self.cfg.max_reference_tokens):
-                raise UserError(f"a reference of {len(toks)} tokens is longer than the context "
-                                f"window ({self.rt.n_ctx}); pass a smaller reference file")
+                raise UserError(
+                    f"a reference of {len(toks)} tokens is longer than the context "
+                    f"window ({self.rt.n_ctx}); pass a smaller reference file"
+                )
             self._refs.append(toks)
             self._cuts.append(self._token_cuts(ref, toks))
             self._index.append(self._build(toks, len(toks)))
         self._align = self._last = None
         self._text_pos = {}
 
-    def _build(self, toks: Sequence[int], end: int, start: int = 0,
-               index: dict | None = None) -> dict[tuple[int, ...], list[int]]:
+    def _build(
+        self, toks: Sequence[int], end: int, start: int = 0, index: dict | None = None
+    ) -> dict[tuple[int, ...], list[int]]:
         n = self.cfg.ngram_min
         index = defaultdict(list) if index is None else index
         for p in range(max(start, n), end + 1):
-            index[tuple(toks[p - n:p])].append(p)
+            index[tuple(toks[p - n : p])].append(p)
         return index
 
     def _token_cuts(self, ref: Reference, toks: Sequence[int]) -> list[int]:
@@ -113,7 +120,7 @@ class ReferenceDrafter:
             return positions
         i = bisect_left(positions, anchor)
         lo = max(0, min(i - _MAX_CANDIDATES // 2, len(positions) - _MAX_CANDIDATES))
-        return positions[lo:lo + _MAX_CANDIDATES]
+        return positions[lo : lo + _MAX_CANDIDATES]
 
     def _match_len(self, ref: Sequence[int], p: int, ctx: Sequence[int]) -> int:
         n, lim = 0, min(self.cfg.ngram_max, p, len(ctx))
@@ -132,7 +139,7 @@ class ReferenceDrafter:
         if len(context) < self.cfg.ngram_min:
             return EMPTY
         ctx0 = self._refs[0]
-        ctx0.extend(context[len(ctx0):])  # the context only grows within a request
+        ctx0.extend(context[len(ctx0) :])  # the context only grows within a request
         # Positions up to len-1 only: the final position is the suffix matching itself.
         self._build(ctx0, len(ctx0) - 1, self._indexed, self._index[0])
         self._indexed = len(ctx0)
@@ -142,7 +149,7 @@ class ReferenceDrafter:
             ref = self._refs[r]
             if 0 < p < len(ref) and ref[p - 1] == context[-1]:
                 best = ((1, self._match_len(ref, p, context), 1, p), r, p)
-        key = tuple(context[-self.cfg.ngram_min:])
+        key = tuple(context[-self.cfg.ngram_min :])
         # An alignment that still holds outranks every n-gram occurrence: no search then.
         for r, index in enumerate(self._index if best is None else ()):
             ref = self._refs[r]
@@ -187,7 +194,7 @@ class ReferenceDrafter:
                 continue
             end = at + len(probe)
             self._text_pos[i] = end
-            follow = text[end:end + 4 * limit + 16]
+            follow = text[end : end + 4 * limit + 16]
             toks = self.rt.tokenize(follow, special=False)[:limit] if follow else []
             if toks:
                 return Draft(tokens=toks, source="reference", feature="ref-text")

@@ -53,12 +53,22 @@ from edge_spec.server.wire import (  # noqa: E402
     prediction_usage,
 )
 
-__all__ = ["DEFAULT_MAX_BODY", "ServerSettings", "code_blocks", "create_app", "error_response",
-           "make_server", "prediction_usage"]
+__all__ = [
+    "DEFAULT_MAX_BODY",
+    "ServerSettings",
+    "code_blocks",
+    "create_app",
+    "error_response",
+    "make_server",
+    "prediction_usage",
+]
 
 
-def create_app(engine: Engine | Callable[[], Engine], settings: ServerSettings | None = None,
-               on_load_error: Callable[[BaseException], None] | None = None) -> FastAPI:
+def create_app(
+    engine: Engine | Callable[[], Engine],
+    settings: ServerSettings | None = None,
+    on_load_error: Callable[[BaseException], None] | None = None,
+) -> FastAPI:
     """The ASGI app serving `engine` (an Engine, or a callable that builds one at startup).
 
     A factory runs in a background thread when the app starts, so ``/health`` answers (503)
@@ -77,15 +87,22 @@ def create_app(engine: Engine | Callable[[], Engine], settings: ServerSettings |
         finally:
             runner.close()
 
-    app = FastAPI(title="edge-spec", lifespan=lifespan, docs_url=None, redoc_url=None,
-                  openapi_url=None)
+    app = FastAPI(
+        title="edge-spec", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
+    )
     app.state.runner = runner
     # CORS answers preflights only for allowed origins; the guard, outermost, refuses the rest.
-    app.add_middleware(CORSMiddleware, allow_origin_regex=origin_regex(settings.allowed_origins),
-                       allow_methods=["GET", "POST"], allow_headers=["authorization",
-                                                                     "content-type"])
-    app.add_middleware(GuardMiddleware, guard=BrowserGuard(settings),
-                       on_refused=lambda: runner.count("bad_requests"))
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origin_regex=origin_regex(settings.allowed_origins),
+        allow_methods=["GET", "POST"],
+        allow_headers=["authorization", "content-type"],
+    )
+    app.add_middleware(
+        GuardMiddleware,
+        guard=BrowserGuard(settings),
+        on_refused=lambda: runner.count("bad_requests"),
+    )
     app.add_exception_handler(HTTPError, _on_http_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _on_starlette)  # type: ignore[arg-type]
     svc = Service(runner, settings)
@@ -103,5 +120,6 @@ async def _on_http_error(req: Request, exc: HTTPError) -> JSONResponse:
 async def _on_starlette(req: Request, exc: StarletteHTTPException) -> JSONResponse:
     req.app.state.runner.count("bad_requests")
     kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-    return error_response(exc.status_code, str(exc.detail), kind,
-                          headers=getattr(exc, "headers", None))
+    return error_response(
+        exc.status_code, str(exc.detail), kind, headers=getattr(exc, "headers", None)
+    )

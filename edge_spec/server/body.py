@@ -13,19 +13,26 @@ from edge_spec.config.settings import ServerSettings
 from edge_spec.server.errors import HTTPError
 
 
-async def read_json(request: Request, limit: int,
-                    max_depth: int = ServerSettings.max_json_depth,
-                    timeout_s: float | None = ServerSettings.body_timeout_s) -> dict[str, Any]:
+async def read_json(
+    request: Request,
+    limit: int,
+    max_depth: int = ServerSettings.max_json_depth,
+    timeout_s: float | None = ServerSettings.body_timeout_s,
+) -> dict[str, Any]:
     """The request body as a JSON object: 415 unless sent as ``application/json`` (a web page
     cannot send that cross-site without a preflight), 413 past `limit` bytes, 408 when it takes
     longer than `timeout_s` to arrive, 400 for anything not JSON or nested deeper than
     `max_depth`."""
     ctype = request.headers.get("content-type", "")
     if ctype.partition(";")[0].strip().lower() != "application/json":
-        raise HTTPError(415, f"the request body must be sent as Content-Type: application/json "
-                        f"(got {ctype[:80]!r})", code="unsupported_media_type")
-    too_big = HTTPError(413, f"the request body is over the limit of {limit} bytes",
-                         code="request_too_large")
+        raise HTTPError(
+            415,
+            f"the request body must be sent as Content-Type: application/json (got {ctype[:80]!r})",
+            code="unsupported_media_type",
+        )
+    too_big = HTTPError(
+        413, f"the request body is over the limit of {limit} bytes", code="request_too_large"
+    )
     length = request.headers.get("content-length")
     if length is not None:
         try:
@@ -41,13 +48,15 @@ async def read_json(request: Request, limit: int,
                 if len(body) > limit:
                     raise too_big
     except TimeoutError:
-        raise HTTPError(408, f"the request body did not arrive within {timeout_s:g} s",
-                        code="request_timeout") from None
+        raise HTTPError(
+            408, f"the request body did not arrive within {timeout_s:g} s", code="request_timeout"
+        ) from None
     try:
         obj = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise HTTPError(400, f"the request body is not valid JSON ({exc})",
-                         code="invalid_json") from None
+        raise HTTPError(
+            400, f"the request body is not valid JSON ({exc})", code="invalid_json"
+        ) from None
     except RecursionError:  # the parser recurses per level: far too deep for the check below
         raise too_deep(max_depth) from None
     if json_depth(obj) > max_depth:
@@ -57,14 +66,19 @@ async def read_json(request: Request, limit: int,
     try:  # JSON may escape lone surrogates ("\ud800"); no tokenizer can encode them
         json.dumps(obj, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
-        raise HTTPError(400, "the request contains a lone UTF-16 surrogate (\\ud800-\\udfff), "
-                         "which is not valid Unicode text", code="invalid_unicode") from None
+        raise HTTPError(
+            400,
+            "the request contains a lone UTF-16 surrogate (\\ud800-\\udfff), "
+            "which is not valid Unicode text",
+            code="invalid_unicode",
+        ) from None
     return obj
 
 
 def too_deep(max_depth: int) -> HTTPError:
-    return HTTPError(400, f"the request body nests JSON deeper than {max_depth} levels",
-                     code="invalid_json")
+    return HTTPError(
+        400, f"the request body nests JSON deeper than {max_depth} levels", code="invalid_json"
+    )
 
 
 def json_depth(obj: Any) -> int:
@@ -76,8 +90,9 @@ def json_depth(obj: Any) -> int:
     deepest, stack = 0, [(obj, 1)]
     while stack:
         item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(
-            item, list) else None
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        )
         if children is None:
             continue
         deepest = max(deepest, depth)

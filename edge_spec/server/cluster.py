@@ -70,8 +70,9 @@ NODE_HEADER = "x-edge-spec-node"  # the Ray node it runs on (placement is observ
 _HOP_HEADERS = {"content-length", "transfer-encoding", "connection"}
 
 
-async def asgi_call(app: Any, method: str, path: str, headers: list[tuple[str, str]],
-                    body: bytes) -> AsyncIterator[dict[str, Any]]:
+async def asgi_call(
+    app: Any, method: str, path: str, headers: list[tuple[str, str]], body: bytes
+) -> AsyncIterator[dict[str, Any]]:
     """Run one HTTP request through an ASGI `app` in process; yields its send() messages.
 
     Closing the generator early is a client disconnect: the app's request sees
@@ -89,11 +90,20 @@ async def asgi_call(app: Any, method: str, path: str, headers: list[tuple[str, s
         await gone.wait()
         return {"type": "http.disconnect"}
 
-    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"},
-             "http_version": "1.1", "method": method, "scheme": "http", "path": path,
-             "raw_path": path.encode(), "query_string": b"", "root_path": "",
-             "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers],
-             "client": ("127.0.0.1", 0), "server": ("127.0.0.1", 80)}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers],
+        "client": ("127.0.0.1", 0),
+        "server": ("127.0.0.1", 80),
+    }
     task = asyncio.ensure_future(app(scope, receive, sent.put))
     try:
         while True:
@@ -117,8 +127,13 @@ async def asgi_call(app: Any, method: str, path: str, headers: list[tuple[str, s
 class EngineReplica:
     """One engine, served by the single server's app; `call` is what the ingress invokes."""
 
-    def __init__(self, engine_options: dict[str, Any], server: ServerSettings,
-                 cluster: ClusterSettings, backlog: int = REPLICA_BACKLOG) -> None:
+    def __init__(
+        self,
+        engine_options: dict[str, Any],
+        server: ServerSettings,
+        cluster: ClusterSettings,
+        backlog: int = REPLICA_BACKLOG,
+    ) -> None:
         opts = {"threads": cluster.threads, **engine_options}
         self.engine = build_engine(**opts)
         # Serve admits what the deployment allows; the inner queue only needs room for them.
@@ -128,11 +143,14 @@ class EngineReplica:
         self.runner = self.app.state.runner
         self.runner.start()  # the app's lifespan never runs: nothing serves it over a socket
         self.replica_id = serve.get_replica_context().replica_id.unique_id
-        self.tags = [(REPLICA_HEADER.encode(), self.replica_id.encode()),
-                     (NODE_HEADER.encode(), ray.get_runtime_context().get_node_id().encode())]
+        self.tags = [
+            (REPLICA_HEADER.encode(), self.replica_id.encode()),
+            (NODE_HEADER.encode(), ray.get_runtime_context().get_node_id().encode()),
+        ]
 
-    async def call(self, affinity: str, method: str, path: str, headers: list[tuple[str, str]],
-                   body: bytes) -> AsyncIterator[dict[str, Any]]:
+    async def call(
+        self, affinity: str, method: str, path: str, headers: list[tuple[str, str]], body: bytes
+    ) -> AsyncIterator[dict[str, Any]]:
         """The response's ASGI messages; `affinity` is read by the router, not here."""
         del affinity
         async for msg in asgi_call(self.app, method, path, headers, body):
@@ -165,11 +183,16 @@ async def _on_starlette(_req: Request, exc: StarletteHTTPException) -> JSONRespo
 
 
 def _replica_failed(exc: BaseException) -> HTTPError:
-    return HTTPError(503, f"the replica serving this request failed ({type(exc).__name__}); "
-                     "retry", "server_error", code="replica_failed", headers={"Retry-After": "1"})
+    return HTTPError(
+        503,
+        f"the replica serving this request failed ({type(exc).__name__}); retry",
+        "server_error",
+        code="replica_failed",
+        headers={"Retry-After": "1"},
+    )
 
 
-OVERLOADED = ("the cluster is busy (every replica running and the queue full); retry shortly")
+OVERLOADED = "the cluster is busy (every replica running and the queue full); retry shortly"
 
 
 async def _relay(gen: Any, first: bytes) -> AsyncIterator[bytes]:
@@ -202,8 +225,12 @@ def replica_health(cluster: ClusterSettings) -> dict[str, Any]:
     states = {str(getattr(s, "value", s)): n for s, n in dep.replica_states.items()}
     running = states.get("RUNNING", 0)
     status = "unavailable" if running == 0 else ("ok" if running >= target else "degraded")
-    return {"status": status, "replicas": {"running": running, "target": target, **states},
-            "deployment": str(getattr(dep.status, "value", dep.status)), "message": dep.message}
+    return {
+        "status": status,
+        "replicas": {"running": running, "target": target, **states},
+        "deployment": str(getattr(dep.status, "value", dep.status)),
+        "message": dep.message,
+    }
 
 
 @serve.ingress(ingress_app)
@@ -220,10 +247,13 @@ class Ingress:
         if not self.key:
             return
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
-                                                                  self.key):
-            raise HTTPError(401, "missing or incorrect API key", code="invalid_api_key",
-                            headers={"WWW-Authenticate": "Bearer"})
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.key):
+            raise HTTPError(
+                401,
+                "missing or incorrect API key",
+                code="invalid_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
 
     async def _forward(self, request: Request, model: type | None) -> Response:
         refused = self.guard.refusal(request.headers)
@@ -232,12 +262,15 @@ class Ingress:
         self._authorize(request)
         key, body = "", b""
         if model is not None:
-            raw = await read_json(request, self.server.max_body_bytes,
-                                  self.server.max_json_depth, self.server.body_timeout_s)
+            raw = await read_json(
+                request,
+                self.server.max_body_bytes,
+                self.server.max_json_depth,
+                self.server.body_timeout_s,
+            )
             key = affinity_key(validate_request(model, raw), self.cluster.affinity_min_chars) or ""
             body = json.dumps(raw, ensure_ascii=False).encode("utf-8")
-        args = (key, request.method, request.url.path, [("content-type", "application/json")],
-                body)
+        args = (key, request.method, request.url.path, [("content-type", "application/json")], body)
         for attempt in range(2):
             try:
                 return await self._answer(*args)
@@ -255,17 +288,26 @@ class Ingress:
         try:
             start = await gen.__anext__()
         except BackPressureError:
-            raise HTTPError(503, OVERLOADED, "server_error", code="server_overloaded",
-                            headers={"Retry-After": "1"}) from None
-        out_headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in start["headers"]
-                       if k.decode("latin-1").lower() not in _HOP_HEADERS}
+            raise HTTPError(
+                503,
+                OVERLOADED,
+                "server_error",
+                code="server_overloaded",
+                headers={"Retry-After": "1"},
+            ) from None
+        out_headers = {
+            k.decode("latin-1"): v.decode("latin-1")
+            for k, v in start["headers"]
+            if k.decode("latin-1").lower() not in _HOP_HEADERS
+        }
         status = start["status"]
         if "text/event-stream" not in out_headers.get("content-type", ""):
             content = b"".join([m.get("body", b"") async for m in gen])
             return Response(content, status_code=status, headers=out_headers)
         first = await gen.__anext__()
-        return StreamingResponse(_relay(gen, first.get("body", b"")), status_code=status,
-                                 headers=out_headers)
+        return StreamingResponse(
+            _relay(gen, first.get("body", b"")), status_code=status, headers=out_headers
+        )
 
     @ingress_app.post("/v1/chat/completions")
     async def chat_completions(self, request: Request) -> Response:
@@ -287,14 +329,19 @@ class Ingress:
     async def health(self) -> JSONResponse:
         body = await asyncio.to_thread(replica_health, self.cluster)
         status = 503 if body["status"] == "unavailable" else 200
-        return JSONResponse(body, status_code=status,
-                            headers={"Retry-After": "1"} if status == 503 else None)
+        return JSONResponse(
+            body, status_code=status, headers={"Retry-After": "1"} if status == 503 else None
+        )
 
 
-def build_app(engine_options: dict[str, Any], cluster: ClusterSettings,
-              server: ServerSettings, backlog: int | None = None,
-              resources: dict[str, float] | None = None,
-              max_per_node: int | None = None) -> Any:
+def build_app(
+    engine_options: dict[str, Any],
+    cluster: ClusterSettings,
+    server: ServerSettings,
+    backlog: int | None = None,
+    resources: dict[str, float] | None = None,
+    max_per_node: int | None = None,
+) -> Any:
     """The Serve application: Ingress bound to the engine deployment.
 
     `backlog`, `resources` and `max_per_node` override the `cluster` settings of the same
@@ -306,34 +353,55 @@ def build_app(engine_options: dict[str, Any], cluster: ClusterSettings,
     if cluster.min_replicas is not None or cluster.max_replicas is not None:
         lo = cluster.min_replicas if cluster.min_replicas is not None else 1
         hi = cluster.max_replicas if cluster.max_replicas is not None else max(lo, cluster.replicas)
-        scale: dict[str, Any] = {"autoscaling_config": {
-            "min_replicas": lo, "max_replicas": hi,
-            "target_ongoing_requests": cluster.max_ongoing_requests}}
+        scale: dict[str, Any] = {
+            "autoscaling_config": {
+                "min_replicas": lo,
+                "max_replicas": hi,
+                "target_ongoing_requests": cluster.max_ongoing_requests,
+            }
+        }
     else:
         scale = {"num_replicas": cluster.replicas}
-    router = RequestRouterConfig(request_router_class=AffinityRouter,
-                                 request_router_kwargs={"mode": cluster.affinity})
+    router = RequestRouterConfig(
+        request_router_class=AffinityRouter, request_router_kwargs={"mode": cluster.affinity}
+    )
     engine = serve.deployment(EngineReplica).options(
-        name=ENGINE_DEPLOYMENT, max_ongoing_requests=cluster.max_ongoing_requests + backlog,
-        max_queued_requests=cluster.max_queued_requests, request_router_config=router,
-        ray_actor_options={"num_cpus": cluster.num_cpus, "num_gpus": cluster.num_gpus,
-                           "resources": dict(resources or {})},
-        max_replicas_per_node=max_per_node, health_check_period_s=2, health_check_timeout_s=30,
-        **scale)
+        name=ENGINE_DEPLOYMENT,
+        max_ongoing_requests=cluster.max_ongoing_requests + backlog,
+        max_queued_requests=cluster.max_queued_requests,
+        request_router_config=router,
+        ray_actor_options={
+            "num_cpus": cluster.num_cpus,
+            "num_gpus": cluster.num_gpus,
+            "resources": dict(resources or {}),
+        },
+        max_replicas_per_node=max_per_node,
+        health_check_period_s=2,
+        health_check_timeout_s=30,
+        **scale,
+    )
     ingress = serve.deployment(Ingress).options(
-        name="Ingress", ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1024)
+        name="Ingress", ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1024
+    )
     return ingress.bind(engine.bind(engine_options, server, cluster, backlog), server, cluster)
 
 
 def app_builder(args: dict[str, Any]) -> Any:
     """For ``serve run``/``serve deploy`` configs: args are `engine` (build_engine options),
     `cluster` (ClusterSettings fields) and `server` (ServerSettings fields)."""
-    return build_app(dict(args.get("engine", {})), ClusterSettings(**args.get("cluster", {})),
-                     ServerSettings(**args.get("server", {})))
+    return build_app(
+        dict(args.get("engine", {})),
+        ClusterSettings(**args.get("cluster", {})),
+        ServerSettings(**args.get("server", {})),
+    )
 
 
-def start(engine_options: dict[str, Any], cluster: ClusterSettings, server: ServerSettings,
-          blocking: bool = True) -> Any:
+def start(
+    engine_options: dict[str, Any],
+    cluster: ClusterSettings,
+    server: ServerSettings,
+    blocking: bool = True,
+) -> Any:
     """Start or join a Ray cluster, start Serve's HTTP proxy on host:port, deploy the app."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if not ray.is_initialized():
@@ -341,10 +409,24 @@ def start(engine_options: dict[str, Any], cluster: ClusterSettings, server: Serv
         local = {"include_dashboard": False} if cluster.address is None else {}
         ray.init(address=cluster.address, log_to_driver=False, **local)
     serve.start(http_options={"host": server.host, "port": server.port})
-    return serve.run(build_app(engine_options, cluster, server), name=cluster.app_name,
-                     route_prefix="/", blocking=blocking)
+    return serve.run(
+        build_app(engine_options, cluster, server),
+        name=cluster.app_name,
+        route_prefix="/",
+        blocking=blocking,
+    )
 
 
-__all__ = ["ENGINE_DEPLOYMENT", "NODE_HEADER", "REPLICA_BACKLOG", "REPLICA_HEADER",
-           "EngineReplica", "Ingress", "app_builder", "asgi_call", "build_app", "replica_health",
-           "start"]
+__all__ = [
+    "ENGINE_DEPLOYMENT",
+    "NODE_HEADER",
+    "REPLICA_BACKLOG",
+    "REPLICA_HEADER",
+    "EngineReplica",
+    "Ingress",
+    "app_builder",
+    "asgi_call",
+    "build_app",
+    "replica_health",
+    "start",
+]

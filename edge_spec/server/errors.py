@@ -23,27 +23,44 @@ log = logging.getLogger("edge_spec.server.app")
 class HTTPError(Exception):
     """An OpenAI-style error response, raised from request handling."""
 
-    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type_: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = (
-            status, message, type_, param, code)
+            status,
+            message,
+            type_,
+            param,
+            code,
+        )
         self.headers = headers
         self.counted = False  # already in a health counter (a job's error)
 
     def response(self) -> JSONResponse:
-        return error_response(self.status, self.message, self.type, self.param, self.code,
-                              self.headers)
+        return error_response(
+            self.status, self.message, self.type, self.param, self.code, self.headers
+        )
 
 
 class Cancelled(Exception):
     """The request was cancelled (client gone, shutdown) before it finished."""
 
 
-def error_response(status: int, message: str, type_: str = "invalid_request_error",
-                   param: str | None = None, code: str | None = None,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int,
+    message: str,
+    type_: str = "invalid_request_error",
+    param: str | None = None,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     """`{"error": {"message", "type", "param", "code"}}`, as OpenAI's API answers errors."""
     body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
     return JSONResponse(body, status_code=status, headers=headers)
@@ -61,14 +78,22 @@ def error_of(exc: BaseException) -> HTTPError:
         return HTTPError(503, "the request was cancelled", "server_error", code="cancelled")
     ref = uuid.uuid4().hex[:12]
     log.error("generation failed (error id %s)", ref, exc_info=exc)
-    return HTTPError(500, f"internal error ({type(exc).__name__}); the server log has the "
-                     f"details under error id {ref}", "server_error", code="internal_error")
+    return HTTPError(
+        500,
+        f"internal error ({type(exc).__name__}); the server log has the "
+        f"details under error id {ref}",
+        "server_error",
+        code="internal_error",
+    )
 
 
 # A user error from the engine, by its message: (pattern, code, the JSON field at fault).
 _USER_ERRORS = (
-    (r"does not fit the context|context full|longer than the context", "context_length_exceeded",
-     None),
+    (
+        r"does not fit the context|context full|longer than the context",
+        "context_length_exceeded",
+        None,
+    ),
     (r"^hunk \d+ \(snippet lines", "merge_not_exact", "engine"),
     (r"the snippet has no code to merge", "merge_not_exact", "update"),
     (r"^references total", "references_too_large", "prediction"),
@@ -81,8 +106,14 @@ _USER_ERRORS = (
     (r"^empty prompt", "invalid_value", "prompt"),
 )
 # Command-line flags an engine message may name, and the request field that sets the same.
-_FLAG_FIELDS = {"--engine": "engine", "--guard": "guard", "--template": "template",
-                "--max-tokens": "max_tokens", "--lang": "lang", "--instruction": "instruction"}
+_FLAG_FIELDS = {
+    "--engine": "engine",
+    "--guard": "guard",
+    "--template": "template",
+    "--max-tokens": "max_tokens",
+    "--lang": "lang",
+    "--instruction": "instruction",
+}
 _FLAG = re.compile("|".join(re.escape(f) for f in _FLAG_FIELDS) + r"(?![\w-])")
 
 

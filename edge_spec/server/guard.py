@@ -25,8 +25,10 @@ from edge_spec.config.settings import ServerSettings
 from edge_spec.server.errors import HTTPError
 
 # Pages served from this machine: any port, http or https.
-LOOPBACK_ORIGIN = (r"https?://(?:localhost|[a-z0-9.-]+\.localhost|127(?:\.\d{1,3}){3}|\[::1\])"
-                   r"(?::\d{1,5})?")
+LOOPBACK_ORIGIN = (
+    r"https?://(?:localhost|[a-z0-9.-]+\.localhost|127(?:\.\d{1,3}){3}|\[::1\])"
+    r"(?::\d{1,5})?"
+)
 
 
 def host_name(value: str) -> str:
@@ -34,7 +36,7 @@ def host_name(value: str) -> str:
     v = value.strip().lower()
     if v.startswith("["):
         end = v.find("]")
-        return v[:end + 1] if end > 0 else v
+        return v[: end + 1] if end > 0 else v
     if v.count(":") == 1:
         v = v.partition(":")[0]
     return v.rstrip(".")
@@ -86,14 +88,20 @@ class BrowserGuard:
         host, origin = headers.get("host"), headers.get("origin")
         if not self.host_ok(host):
             return HTTPError(
-                403, f"Host {_show(host)} is not allowed: this server answers loopback names "
+                403,
+                f"Host {_show(host)} is not allowed: this server answers loopback names "
                 "only; its operator can allow more with `serve --allowed-host NAME`",
-                "permission_error", code="host_not_allowed")
+                "permission_error",
+                code="host_not_allowed",
+            )
         if not self.origin_ok(origin):
             return HTTPError(
-                403, f"Origin {_show(origin)} is not allowed to call this server; its operator "
-                "can allow a page with `serve --allowed-origin ORIGIN`", "permission_error",
-                code="origin_not_allowed")
+                403,
+                f"Origin {_show(origin)} is not allowed to call this server; its operator "
+                "can allow a page with `serve --allowed-origin ORIGIN`",
+                "permission_error",
+                code="origin_not_allowed",
+            )
         return None
 
 
@@ -104,8 +112,9 @@ def _show(value: str | None) -> str:
 class GuardMiddleware:
     """ASGI middleware answering `BrowserGuard.refusal` before any route (or CORS) runs."""
 
-    def __init__(self, app: ASGIApp, guard: BrowserGuard,
-                 on_refused: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, app: ASGIApp, guard: BrowserGuard, on_refused: Callable[[], None] | None = None
+    ) -> None:
         self.app, self.guard, self.on_refused = app, guard, on_refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

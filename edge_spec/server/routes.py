@@ -41,16 +41,27 @@ def meta_routes(svc: Service) -> APIRouter:
     @router.get("/health")
     async def health() -> JSONResponse:
         status, body = svc.runner.health()
-        return JSONResponse(body, status_code=status,
-                            headers={"Retry-After": "1"} if status == 503 else None)
+        return JSONResponse(
+            body, status_code=status, headers={"Retry-After": "1"} if status == 503 else None
+        )
 
     @router.get("/v1/models")
     async def models(request: Request) -> JSONResponse:
         svc.authorize(request)
         svc.runner.ready()
-        return JSONResponse({"object": "list", "data": [
-            {"id": svc.runner.model_id, "object": "model", "created": int(time.time()),
-             "owned_by": "edge-spec"}]})
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": svc.runner.model_id,
+                        "object": "model",
+                        "created": int(time.time()),
+                        "owned_by": "edge-spec",
+                    }
+                ],
+            }
+        )
 
     return router
 
@@ -64,24 +75,29 @@ def openai_routes(svc: Service) -> APIRouter:
         req = await svc.parse(request, ChatRequest)
         if req.logprobs:
             raise HTTPError(400, "logprobs are not supported", param="logprobs")
-        messages = [{"role": "system" if m.role == "developer" else m.role,
-                     "content": text_of(m.content)} for m in req.messages]
+        messages = [
+            {"role": "system" if m.role == "developer" else m.role, "content": text_of(m.content)}
+            for m in req.messages
+        ]
         ap = chat_apply(req, messages)
-        job = (chat_apply_job(req, ap) if ap is not None
-               else gen_job(messages, True, req, [m["content"] for m in messages]))
+        job = (
+            chat_apply_job(req, ap)
+            if ap is not None
+            else gen_job(messages, True, req, [m["content"] for m in messages])
+        )
         return await generation(svc, request, req, True, job)
 
     @router.post("/v1/completions")
     async def completions(request: Request) -> Response:
         req = await svc.parse(request, CompletionRequest)
         if req.echo or req.logprobs:
-            raise HTTPError(400, "echo and logprobs are not supported",
-                            param="echo" if req.echo else "logprobs")
+            raise HTTPError(
+                400, "echo and logprobs are not supported", param="echo" if req.echo else "logprobs"
+            )
         prompt = req.prompt
         if isinstance(prompt, list):
             if len(prompt) != 1:
-                raise HTTPError(400, "exactly one prompt per request is supported",
-                                param="prompt")
+                raise HTTPError(400, "exactly one prompt per request is supported", param="prompt")
             prompt = prompt[0]
         if not prompt:
             raise HTTPError(400, "prompt must not be empty", param="prompt")
@@ -90,8 +106,9 @@ def openai_routes(svc: Service) -> APIRouter:
     return router
 
 
-def gen_job(prompt: str | list[dict[str, str]], chat: bool, req: GenRequest,
-            texts: Sequence[str]) -> Job:
+def gen_job(
+    prompt: str | list[dict[str, str]], chat: bool, req: GenRequest, texts: Sequence[str]
+) -> Job:
     prediction = text_of(req.prediction.content) if req.prediction else ""
     stops = stops_of(req.stop)
     sampling = sampling_of(req)
@@ -99,9 +116,16 @@ def gen_job(prompt: str | list[dict[str, str]], chat: bool, req: GenRequest,
 
     def job(eng: Engine, ex: Exchange) -> Outcome:
         refs = references(prediction, texts, eng.config.reference.max_reference_chars)
-        res = eng.generate(prompt, max_tokens=max_tokens or eng.target.n_ctx, stop=stops,
-                           sampling=sampling, references=refs, chat=chat,
-                           on_delta=ex.on_delta if req.stream else None, cancel=ex.cancel)
+        res = eng.generate(
+            prompt,
+            max_tokens=max_tokens or eng.target.n_ctx,
+            stop=stops,
+            sampling=sampling,
+            references=refs,
+            chat=chat,
+            on_delta=ex.on_delta if req.stream else None,
+            cancel=ex.cancel,
+        )
         account = prediction_account(eng.target, prediction, res.text) if prediction else None
         return Outcome(res.text, res.stats, res.stats.finish_reason, account=account)
 
@@ -115,25 +139,44 @@ def chat_apply_job(req: ChatRequest, ap: ChatApply) -> Job:
     max_tokens = req.max_completion_tokens or req.max_tokens
 
     def job(eng: Engine, ex: Exchange) -> Outcome:
-        res = eng.apply(ap.original, ap.update, ap.instruction or None, lang=ap.lang,
-                        max_tokens=max_tokens, sampling=sampling, engine=req.engine,
-                        on_delta=ex.on_delta if req.stream else None, cancel=ex.cancel)
-        account = (prediction_account(eng.target, prediction, res.text)
-                   if prediction and res.engine != "merge" else None)
-        return Outcome(res.text, res.stats, res.stats.finish_reason, account=account,
-                       lazy_lines=res.lazy_lines, apply=res.to_dict())
+        res = eng.apply(
+            ap.original,
+            ap.update,
+            ap.instruction or None,
+            lang=ap.lang,
+            max_tokens=max_tokens,
+            sampling=sampling,
+            engine=req.engine,
+            on_delta=ex.on_delta if req.stream else None,
+            cancel=ex.cancel,
+        )
+        account = (
+            prediction_account(eng.target, prediction, res.text)
+            if prediction and res.engine != "merge"
+            else None
+        )
+        return Outcome(
+            res.text,
+            res.stats,
+            res.stats.finish_reason,
+            account=account,
+            lazy_lines=res.lazy_lines,
+            apply=res.to_dict(),
+        )
 
     return job
 
 
-async def generation(svc: Service, request: Request, req: GenRequest, chat: bool,
-                     job: Job) -> Response:
+async def generation(
+    svc: Service, request: Request, req: GenRequest, chat: bool, job: Job
+) -> Response:
     """A chat or text completion: one JSON answer, or an SSE stream of chunks."""
     ex, first = await svc.start(request, job, req.stream)
     if first is None:
         return Response(status_code=499)
-    head = svc.base("chat.completion" if chat else "text_completion",
-                    "chatcmpl" if chat else "cmpl")
+    head = svc.base(
+        "chat.completion" if chat else "text_completion", "chatcmpl" if chat else "cmpl"
+    )
     if not req.stream:
         out: Outcome = await first[1].settle()
         choice: dict[str, Any] = {"index": 0, "finish_reason": FINISH[out.finish_reason]}
@@ -143,16 +186,24 @@ async def generation(svc: Service, request: Request, req: GenRequest, chat: bool
             choice.update(text=out.text, logprobs=None)
         choice["logprobs"] = None
         extra = {"edge_spec_apply": out.apply} if out.apply else {}
-        return JSONResponse({**head, "choices": [choice], **extra,
-                             "usage": usage_of(out.stats, out.accepted, out.rejected,
-                                               out.queue_ms)})
+        return JSONResponse(
+            {
+                **head,
+                "choices": [choice],
+                **extra,
+                "usage": usage_of(out.stats, out.accepted, out.rejected, out.queue_ms),
+            }
+        )
     include_usage = bool(req.stream_options and req.stream_options.include_usage)
     head["object"] = "chat.completion.chunk" if chat else "text_completion"
 
     def chunk(delta: str | None, finish: str | None, role: bool = False) -> str:
         if chat:
-            d: dict[str, Any] = {"role": "assistant", "content": ""} if role else (
-                {} if delta is None else {"content": delta})
+            d: dict[str, Any] = (
+                {"role": "assistant", "content": ""}
+                if role
+                else ({} if delta is None else {"content": delta})
+            )
             c = {"index": 0, "delta": d, "logprobs": None, "finish_reason": finish}
         else:
             c = {"index": 0, "text": delta or "", "logprobs": None, "finish_reason": finish}
@@ -165,8 +216,13 @@ async def generation(svc: Service, request: Request, req: GenRequest, chat: bool
         yield chunk(None, FINISH[out.finish_reason])
         if include_usage:
             await out.settle()
-            yield sse({**head, "choices": [], "usage": usage_of(
-                out.stats, out.accepted, out.rejected, out.queue_ms)})
+            yield sse(
+                {
+                    **head,
+                    "choices": [],
+                    "usage": usage_of(out.stats, out.accepted, out.rejected, out.queue_ms),
+                }
+            )
 
     async def delta(text: str) -> AsyncIterator[str]:
         yield chunk(text, None)
@@ -192,9 +248,14 @@ def apply_routes(svc: Service) -> APIRouter:
             # marker instead of the code (the client decides: retry, naive merge, or show it).
             # engine: "merge" when the structural merge answered alone (no model ran);
             # verdicts per hunk; suspect: what the check found wrong with a model's file.
-            return {**head, "merged": out.text, "finish_reason": FINISH[out.finish_reason],
-                    "lazy_lines": out.lazy_lines, **out.apply,
-                    "usage": usage_of(out.stats, queue_ms=out.queue_ms, details=False)}
+            return {
+                **head,
+                "merged": out.text,
+                "finish_reason": FINISH[out.finish_reason],
+                "lazy_lines": out.lazy_lines,
+                **out.apply,
+                "usage": usage_of(out.stats, queue_ms=out.queue_ms, details=False),
+            }
 
         if not req.stream:
             return JSONResponse(result(first[1]))
@@ -214,20 +275,39 @@ def apply_job(req: ApplyRequest) -> Job:
     sampling = SamplingSettings(req.temperature or 0.0, 0, 1.0, req.seed)  # greedy default
 
     def job(eng: Engine, ex: Exchange) -> Outcome:
-        res = eng.apply(req.original, req.update, req.instruction, template=req.template,
-                        lang=req.lang, max_tokens=req.max_tokens, sampling=sampling,
-                        on_delta=ex.on_delta if req.stream else None, cancel=ex.cancel,
-                        engine=req.engine, path=req.path, guard=req.guard)
-        return Outcome(res.text, res.stats, res.stats.finish_reason,
-                       lazy_lines=res.lazy_lines, apply=res.to_dict())
+        res = eng.apply(
+            req.original,
+            req.update,
+            req.instruction,
+            template=req.template,
+            lang=req.lang,
+            max_tokens=req.max_tokens,
+            sampling=sampling,
+            on_delta=ex.on_delta if req.stream else None,
+            cancel=ex.cancel,
+            engine=req.engine,
+            path=req.path,
+            guard=req.guard,
+        )
+        return Outcome(
+            res.text,
+            res.stats,
+            res.stats.finish_reason,
+            lazy_lines=res.lazy_lines,
+            apply=res.to_dict(),
+        )
 
     return job
 
 
-async def stream_events(request: Request, ex: Exchange, first: Event | None,
-                        delta: Callable[[str], AsyncIterator[str]],
-                        done: Callable[[Outcome], AsyncIterator[str]],
-                        opening: Sequence[str] = ()) -> AsyncIterator[str]:
+async def stream_events(
+    request: Request,
+    ex: Exchange,
+    first: Event | None,
+    delta: Callable[[str], AsyncIterator[str]],
+    done: Callable[[Outcome], AsyncIterator[str]],
+    opening: Sequence[str] = (),
+) -> AsyncIterator[str]:
     """The SSE body: `opening`, a `delta` event per run of text, `done`'s events and [DONE];
     an error ends it with an error event. Ends quietly when the client goes away."""
     item = first

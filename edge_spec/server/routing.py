@@ -100,9 +100,11 @@ class AffinityRouter(FIFOMixin, RequestRouter):
         self.mode = mode
         self.rng = random.Random()
 
-    async def choose_replicas(self, candidate_replicas: list[RunningReplica],
-                              pending_request: PendingRequest | None = None
-                              ) -> list[list[RunningReplica]]:
+    async def choose_replicas(
+        self,
+        candidate_replicas: list[RunningReplica],
+        pending_request: PendingRequest | None = None,
+    ) -> list[list[RunningReplica]]:
         if pending_request is not None:
             # Without it Ray's base router retries a full replica set in a tight loop: every
             # pass probes each replica's queue length over RPC, which took a third to half a
@@ -110,8 +112,11 @@ class AffinityRouter(FIFOMixin, RequestRouter):
             pending_request.routing_context.should_backoff = True
         key = _key_of(pending_request)
         mode = getattr(self, "mode", "prefix")
-        if len(candidate_replicas) < 2 or mode == "least-loaded" or (
-                key is None and mode == "prefix"):
+        if (
+            len(candidate_replicas) < 2
+            or mode == "least-loaded"
+            or (key is None and mode == "prefix")
+        ):
             return [candidate_replicas]
         if mode == "random":
             first = self.rng.choice(candidate_replicas)

@@ -38,8 +38,12 @@ def outcome_kind(exc: BaseException) -> str:
 class Runner:
     """Owns the engine, the admission count and the one worker thread that uses the engine."""
 
-    def __init__(self, source: Engine | Callable[[], Engine], settings: ServerSettings,
-                 on_load_error: Callable[[BaseException], None] | None = None) -> None:
+    def __init__(
+        self,
+        source: Engine | Callable[[], Engine],
+        settings: ServerSettings,
+        on_load_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
         self.settings = settings
         self.on_load_error = on_load_error
         self._source = source
@@ -56,8 +60,14 @@ class Runner:
         # served / cancelled; rejected: 503 busy; bad_requests: refused before the queue (bad
         # body, key, Host...); user_errors: the engine found the input wrong (a merge not exact,
         # a prompt over the context); failed: internal errors only.
-        self.counts = {"served": 0, "cancelled": 0, "rejected": 0, "bad_requests": 0,
-                       "user_errors": 0, "failed": 0}
+        self.counts = {
+            "served": 0,
+            "cancelled": 0,
+            "rejected": 0,
+            "bad_requests": 0,
+            "user_errors": 0,
+            "failed": 0,
+        }
         self._cancels: set[threading.Event] = set()
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
@@ -97,28 +107,46 @@ class Runner:
         if self.engine is not None:
             return
         if self.load_error is not None:
-            raise HTTPError(503, f"the model failed to load: {self.load_error}", "server_error",
-                             code="model_load_failed")
-        raise HTTPError(503, "the model is loading; retry shortly", "server_error",
-                         code="model_loading", headers={"Retry-After": "1"})
+            raise HTTPError(
+                503,
+                f"the model failed to load: {self.load_error}",
+                "server_error",
+                code="model_load_failed",
+            )
+        raise HTTPError(
+            503,
+            "the model is loading; retry shortly",
+            "server_error",
+            code="model_loading",
+            headers={"Retry-After": "1"},
+        )
 
     def admit(self) -> None:
         """Take a slot (running + waiting < max_queue) or raise a 503 with Retry-After."""
         with self._lock:
             if self._closed:
                 self.counts["rejected"] += 1
-                raise HTTPError(503, "the server is shutting down", "server_error",
-                                code="shutting_down")
+                raise HTTPError(
+                    503, "the server is shutting down", "server_error", code="shutting_down"
+                )
             if self.admitted >= self.settings.max_queue:
                 self.counts["rejected"] += 1
                 raise HTTPError(
-                    503, f"the server is busy ({self.admitted} requests running or queued, "
-                    f"limit {self.settings.max_queue}); retry shortly", "server_error",
-                    code="server_overloaded", headers={"Retry-After": "1"})
+                    503,
+                    f"the server is busy ({self.admitted} requests running or queued, "
+                    f"limit {self.settings.max_queue}); retry shortly",
+                    "server_error",
+                    code="server_overloaded",
+                    headers={"Retry-After": "1"},
+                )
             self.admitted += 1
 
-    def submit(self, job: Callable[[Engine], Outcome], cancel: threading.Event,
-               push: Callable[[str, Any], None]) -> None:
+    def submit(
+        self,
+        job: Callable[[Engine], Outcome],
+        cancel: threading.Event,
+        push: Callable[[str, Any], None],
+    ) -> None:
         """Queue `job(engine)` on the worker thread; its outcome or error goes to `push`.
 
         The caller must hold a slot from `admit`; it is released when the job ends or is dropped.
@@ -178,12 +206,20 @@ class Runner:
 
     def health(self) -> tuple[int, dict[str, Any]]:
         with self._lock:
-            load = {"in_flight": self.admitted, "running": self.running,
-                    "waiting": self.admitted - self.running, "max_queue": self.settings.max_queue,
-                    **self.counts}
+            load = {
+                "in_flight": self.admitted,
+                "running": self.running,
+                "waiting": self.admitted - self.running,
+                "max_queue": self.settings.max_queue,
+                **self.counts,
+            }
         if self.engine is not None:
-            return 200, {"status": "ok", "model": self.model_id,
-                         "load_s": round(self.load_s, 2), **load}
+            return 200, {
+                "status": "ok",
+                "model": self.model_id,
+                "load_s": round(self.load_s, 2),
+                **load,
+            }
         if self.load_error is not None:
             return 503, {"status": "error", "error": self.load_error}
         return 503, {"status": "loading"}
@@ -275,8 +311,11 @@ class SSEResponse(StreamingResponse):
     """A streaming response that cancels its generation however the response ends."""
 
     def __init__(self, content: AsyncIterator[str], exchange: Exchange) -> None:
-        super().__init__(content, media_type="text/event-stream",
-                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        super().__init__(
+            content,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
         self._exchange = exchange
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -285,11 +324,12 @@ class SSEResponse(StreamingResponse):
         except asyncio.CancelledError:
             # The ASGI server's shutdown deadline passed mid-stream: end the stream with the
             # documented error event, not a traceback (the task is cancelled once).
-            end = {"type": "http.response.body", "body": sse_error(Cancelled()).encode(),
-                   "more_body": False}
+            end = {
+                "type": "http.response.body",
+                "body": sse_error(Cancelled()).encode(),
+                "more_body": False,
+            }
             with contextlib.suppress(Exception):
                 await send(end)
         finally:
             self._exchange.close()
-
-

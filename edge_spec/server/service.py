@@ -35,13 +35,18 @@ class Service:
             return
         auth = request.headers.get("authorization", "")
         scheme, _, given = auth.partition(" ")
-        ok = scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode("utf-8"),
-                                                                self.key)
+        ok = scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode("utf-8"), self.key
+        )
         if not ok:
-            msg = ("missing API key: send 'Authorization: Bearer KEY'" if not auth
-                   else "incorrect API key")
-            raise HTTPError(401, msg, code="invalid_api_key",
-                            headers={"WWW-Authenticate": "Bearer"})
+            msg = (
+                "missing API key: send 'Authorization: Bearer KEY'"
+                if not auth
+                else "incorrect API key"
+            )
+            raise HTTPError(
+                401, msg, code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}
+            )
 
     async def parse(self, request: Request, model: type[M]) -> M:
         self.authorize(request)
@@ -52,11 +57,16 @@ class Service:
         return req
 
     def base(self, kind: str, prefix: str) -> dict[str, Any]:
-        return {"id": f"{prefix}-{uuid.uuid4().hex[:24]}", "object": kind,
-                "created": int(time.time()), "model": self.runner.model_id}
+        return {
+            "id": f"{prefix}-{uuid.uuid4().hex[:24]}",
+            "object": kind,
+            "created": int(time.time()),
+            "model": self.runner.model_id,
+        }
 
-    async def start(self, request: Request, job: Job,
-                    stream: bool) -> tuple[Exchange, Event | None]:
+    async def start(
+        self, request: Request, job: Job, stream: bool
+    ) -> tuple[Exchange, Event | None]:
         """Admit, queue, and wait for the first event (an error before output is an HTTP error)."""
         self.runner.admit()
         ex = Exchange(request)

@@ -47,8 +47,13 @@ class GuardedH11(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._over_limit:
-            self._refuse(503, "server_overloaded", "the server has too many open connections "
-                         f"(limit {self.max_connections}); retry shortly", retry=True)
+            self._refuse(
+                503,
+                "server_overloaded",
+                "the server has too many open connections "
+                f"(limit {self.max_connections}); retry shortly",
+                retry=True,
+            )
             return
         if self._header_timer is None and self.conn.their_state is h11.IDLE:
             self._arm()  # the next request on a kept-alive connection begins
@@ -73,8 +78,11 @@ class GuardedH11(H11Protocol):
         self._header_timer = None
         idle = self.cycle is None or self.cycle.response_complete
         if self.conn.their_state is h11.IDLE and idle:
-            self._refuse(408, "request_timeout", "the request line and headers did not arrive "
-                         f"within {self.header_timeout_s:g} s")
+            self._refuse(
+                408,
+                "request_timeout",
+                f"the request line and headers did not arrive within {self.header_timeout_s:g} s",
+            )
 
     def _refuse(self, status: int, code: str, message: str, retry: bool = False) -> None:
         """Answer `status` with an OpenAI-style body, outside h11 (no request was parsed), and
@@ -82,19 +90,29 @@ class GuardedH11(H11Protocol):
         if self.transport.is_closing():
             return
         kind = "server_error" if status >= 500 else "invalid_request_error"
-        body = json.dumps({"error": {"message": message, "type": kind, "param": None,
-                                     "code": code}}).encode()
-        head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\ncontent-type: application/json\r\n"
-                f"content-length: {len(body)}\r\nconnection: close\r\n"
-                + ("retry-after: 1\r\n" if retry else "") + "\r\n")
+        body = json.dumps(
+            {"error": {"message": message, "type": kind, "param": None, "code": code}}
+        ).encode()
+        head = (
+            f"HTTP/1.1 {status} {_REASONS[status]}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n"
+            + ("retry-after: 1\r\n" if retry else "")
+            + "\r\n"
+        )
         self.transport.write(head.encode("latin-1") + body)
         self.transport.close()
 
 
 def protocol_for(settings: ServerSettings) -> type[GuardedH11]:
     """`GuardedH11` with the limits of `settings` (uvicorn takes a class, not an instance)."""
-    return type("EdgeSpecH11", (GuardedH11,), {"header_timeout_s": settings.header_timeout_s,
-                                                "max_connections": settings.max_connections})
+    return type(
+        "EdgeSpecH11",
+        (GuardedH11,),
+        {
+            "header_timeout_s": settings.header_timeout_s,
+            "max_connections": settings.max_connections,
+        },
+    )
 
 
 class DrainingServer(uvicorn.Server):
@@ -111,17 +129,23 @@ class DrainingServer(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def make_server(app: Any, settings: ServerSettings, log_level: str = "info",
-                **config: Any) -> uvicorn.Server:
+def make_server(
+    app: Any, settings: ServerSettings, log_level: str = "info", **config: Any
+) -> uvicorn.Server:
     """A uvicorn server for `app` with the slow-client limits and shutdown grace of `settings`;
     an app from `create_app` has its runner drained when shutdown begins."""
-    cfg = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
-                         http=protocol_for(settings), ws="none",
-                         # uvicorn's hints say int; both go to asyncio, which takes seconds
-                         timeout_keep_alive=settings.keep_alive_s,  # type: ignore[arg-type]
-                         timeout_graceful_shutdown=settings.shutdown_grace_s,  # type: ignore[arg-type]
-                         **config)
+    cfg = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=log_level,
+        http=protocol_for(settings),
+        ws="none",
+        # uvicorn's hints say int; both go to asyncio, which takes seconds
+        timeout_keep_alive=settings.keep_alive_s,  # type: ignore[arg-type]
+        timeout_graceful_shutdown=settings.shutdown_grace_s,  # type: ignore[arg-type]
+        **config,
+    )
     runner = getattr(getattr(app, "state", None), "runner", None)
     grace = settings.shutdown_grace_s
     return DrainingServer(cfg, (lambda: runner.drain(grace)) if runner is not None else None)
-

@@ -115,8 +115,9 @@ def chat_apply(req: ChatRequest, messages: Sequence[dict[str, str]]) -> ChatAppl
         return None
     instruction = _FENCED.sub("", last).strip()
     tags = [m.group(2).strip().split(" ")[0] for m in _FENCE_TAG.finditer(last)]
-    return ChatApply(original, snippets[-1], instruction[:2000], next(
-        (t for t in reversed(tags) if t), ""))
+    return ChatApply(
+        original, snippets[-1], instruction[:2000], next((t for t in reversed(tags) if t), "")
+    )
 
 
 class CompletionRequest(GenRequest):
@@ -175,8 +176,12 @@ def code_blocks(text: str) -> list[str]:
             if m:
                 fence, body = m.group(1), []
             continue
-        if (m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence)
-                and not line[m.end():].strip()):
+        if (
+            m
+            and m.group(1)[0] == fence[0]
+            and len(m.group(1)) >= len(fence)
+            and not line[m.end() :].strip()
+        ):
             blocks.append("".join(body))
             fence = None
         else:
@@ -212,8 +217,9 @@ def prediction_account(target: Any, prediction: str, output: str) -> Callable[[]
     return functools.partial(prediction_counts, pred, out, nl)
 
 
-def prediction_counts(pred: Sequence[int], out: Sequence[int],
-                      newline: frozenset[int] = frozenset()) -> tuple[int, int]:
+def prediction_counts(
+    pred: Sequence[int], out: Sequence[int], newline: frozenset[int] = frozenset()
+) -> tuple[int, int]:
     """(accepted, rejected) prediction tokens: a line-then-token diff, linear in practice.
 
     The token lists are cut into lines (a token holding a newline ends one) and diffed line by
@@ -251,7 +257,7 @@ def _lines(tokens: Sequence[int], newline: frozenset[int]) -> list[tuple[int, ..
     start = 0
     for i, t in enumerate(tokens):
         if t in newline:
-            out.append(tuple(tokens[start:i + 1]))
+            out.append(tuple(tokens[start : i + 1]))
             start = i + 1
     if start < len(tokens):
         out.append(tuple(tokens[start:]))
@@ -278,8 +284,7 @@ def references(prediction: str, texts: Sequence[str], cap: int) -> list[str]:
 
 def sampling_of(req: Any) -> Any:
     temp = 1.0 if req.temperature is None else req.temperature  # OpenAI's default
-    return SamplingSettings(temp, req.top_k or 0, 1.0 if req.top_p is None else req.top_p,
-                            req.seed)
+    return SamplingSettings(temp, req.top_k or 0, 1.0 if req.top_p is None else req.top_p, req.seed)
 
 
 def stops_of(stop: str | list[str] | None) -> tuple[str, ...]:
@@ -291,8 +296,9 @@ def stops_of(stop: str | list[str] | None) -> tuple[str, ...]:
     return tuple(s for s in stops if s)
 
 
-def usage_of(stats: Any, accepted: int = 0, rejected: int = 0, queue_ms: float = 0.0,
-           details: bool = True) -> dict[str, Any]:
+def usage_of(
+    stats: Any, accepted: int = 0, rejected: int = 0, queue_ms: float = 0.0, details: bool = True
+) -> dict[str, Any]:
     d = stats.to_dict()
     usage: dict[str, Any] = {
         "prompt_tokens": stats.prompt_tokens,
@@ -346,8 +352,19 @@ class Outcome:
 def sse_error(exc: BaseException) -> str:
     """The last SSE events of a stream that failed: an OpenAI-style error, then [DONE]."""
     err = error_of(exc)
-    return sse({"error": {"message": err.message, "type": err.type, "param": err.param,
-                           "code": err.code}}) + "data: [DONE]\n\n"
+    return (
+        sse(
+            {
+                "error": {
+                    "message": err.message,
+                    "type": err.type,
+                    "param": err.param,
+                    "code": err.code,
+                }
+            }
+        )
+        + "data: [DONE]\n\n"
+    )
 
 
 def sse(obj: Any) -> str:

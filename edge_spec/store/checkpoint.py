@@ -31,7 +31,8 @@ def check_hf_checkpoint(path: str | os.PathLike[str]) -> Path:
             f"{folder}: weights are pickle files ({pickles[0]}), which can run code when loaded; "
             "edge-spec loads safetensors only: convert once in a sandbox with "
             "`AutoModelForCausalLM.from_pretrained(dir).save_pretrained(out, "
-            "safe_serialization=True)`")
+            "safe_serialization=True)`"
+        )
     raise UserError(f"{folder}: no *.safetensors weights found")
 
 
@@ -72,15 +73,25 @@ def _require_onnx():  # noqa: ANN202 - a module
 def _check_location(model_path: Path, root: Path, name: str, where: str) -> None:
     """Refuse an external-data location that is empty, absolute, has `..` or resolves outside."""
     win = PureWindowsPath(where)
-    bad = (not where or PurePosixPath(where).is_absolute() or win.is_absolute() or win.drive
-           or ".." in PurePosixPath(where).parts or ".." in win.parts)
+    bad = (
+        not where
+        or PurePosixPath(where).is_absolute()
+        or win.is_absolute()
+        or win.drive
+        or ".." in PurePosixPath(where).parts
+        or ".." in win.parts
+    )
     target = (model_path.parent / where).resolve()
     if bad or not target.is_relative_to(root):
-        raise UserError(f"{model_path.name}: tensor {name!r} points its external data at "
-                        f"{where!r}, outside the model folder; refusing to load this model")
+        raise UserError(
+            f"{model_path.name}: tensor {name!r} points its external data at "
+            f"{where!r}, outside the model folder; refusing to load this model"
+        )
     if not target.is_file():
-        raise UserError(f"{model_path.name}: external data file {where!r} of tensor {name!r} "
-                        "is missing; copy the whole exported folder")
+        raise UserError(
+            f"{model_path.name}: external data file {where!r} of tensor {name!r} "
+            "is missing; copy the whole exported folder"
+        )
 
 
 def _onnx_tensors(model) -> list:  # noqa: ANN001 - onnx.ModelProto

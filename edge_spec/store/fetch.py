@@ -185,5 +185,3 @@ class _Reporter:
         """Same keywords as rich's Progress.update: description, total, completed, advance."""
         if self._bar is not None:
             self._bar.update(self._task, **fields)
-
-

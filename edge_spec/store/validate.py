@@ -37,35 +37,80 @@ _CHUNK = 1 << 20  # strings longer than this are validated in pieces and not kep
 # ggml type id -> (name, elements per block, bytes per block), as in ggml-common.h.
 # gguf-py 0.19 lists Q8_1 as 40 bytes; ggml static_asserts 36 (two fp16 + 32 int8).
 GGML_TYPES: dict[int, tuple[str, int, int]] = {
-    0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20),
-    6: ("Q5_0", 32, 22), 7: ("Q5_1", 32, 24), 8: ("Q8_0", 32, 34), 9: ("Q8_1", 32, 36),
-    10: ("Q2_K", 256, 84), 11: ("Q3_K", 256, 110), 12: ("Q4_K", 256, 144),
-    13: ("Q5_K", 256, 176), 14: ("Q6_K", 256, 210), 15: ("Q8_K", 256, 292),
-    16: ("IQ2_XXS", 256, 66), 17: ("IQ2_XS", 256, 74), 18: ("IQ3_XXS", 256, 98),
-    19: ("IQ1_S", 256, 50), 20: ("IQ4_NL", 32, 18), 21: ("IQ3_S", 256, 110),
-    22: ("IQ2_S", 256, 82), 23: ("IQ4_XS", 256, 136), 24: ("I8", 1, 1), 25: ("I16", 1, 2),
-    26: ("I32", 1, 4), 27: ("I64", 1, 8), 28: ("F64", 1, 8), 29: ("IQ1_M", 256, 56),
-    30: ("BF16", 1, 2), 34: ("TQ1_0", 256, 54), 35: ("TQ2_0", 256, 66),
-    39: ("MXFP4", 32, 17), 40: ("NVFP4", 64, 36), 41: ("Q1_0", 128, 18),
+    0: ("F32", 1, 4),
+    1: ("F16", 1, 2),
+    2: ("Q4_0", 32, 18),
+    3: ("Q4_1", 32, 20),
+    6: ("Q5_0", 32, 22),
+    7: ("Q5_1", 32, 24),
+    8: ("Q8_0", 32, 34),
+    9: ("Q8_1", 32, 36),
+    10: ("Q2_K", 256, 84),
+    11: ("Q3_K", 256, 110),
+    12: ("Q4_K", 256, 144),
+    13: ("Q5_K", 256, 176),
+    14: ("Q6_K", 256, 210),
+    15: ("Q8_K", 256, 292),
+    16: ("IQ2_XXS", 256, 66),
+    17: ("IQ2_XS", 256, 74),
+    18: ("IQ3_XXS", 256, 98),
+    19: ("IQ1_S", 256, 50),
+    20: ("IQ4_NL", 32, 18),
+    21: ("IQ3_S", 256, 110),
+    22: ("IQ2_S", 256, 82),
+    23: ("IQ4_XS", 256, 136),
+    24: ("I8", 1, 1),
+    25: ("I16", 1, 2),
+    26: ("I32", 1, 4),
+    27: ("I64", 1, 8),
+    28: ("F64", 1, 8),
+    29: ("IQ1_M", 256, 56),
+    30: ("BF16", 1, 2),
+    34: ("TQ1_0", 256, 54),
+    35: ("TQ2_0", 256, 66),
+    39: ("MXFP4", 32, 17),
+    40: ("NVFP4", 64, 36),
+    41: ("Q1_0", 128, 18),
 }
 # Named so the error can say the file predates a removal rather than "unknown type".
-_REMOVED_TYPES = {4: "Q4_2", 5: "Q4_3", 31: "Q4_0_4_4", 32: "Q4_0_4_8", 33: "Q4_0_8_8",
-                  36: "IQ4_NL_4_4", 37: "IQ4_NL_4_8", 38: "IQ4_NL_8_8"}
+_REMOVED_TYPES = {
+    4: "Q4_2",
+    5: "Q4_3",
+    31: "Q4_0_4_4",
+    32: "Q4_0_4_8",
+    33: "Q4_0_8_8",
+    36: "IQ4_NL_4_4",
+    37: "IQ4_NL_4_8",
+    38: "IQ4_NL_8_8",
+}
 
 # llama_ftype (general.file_type) id -> name, from llama.h.
-FILE_TYPES = {i: n for i, n in enumerate(
-    "ALL_F32 MOSTLY_F16 MOSTLY_Q4_0 MOSTLY_Q4_1 - - - MOSTLY_Q8_0 MOSTLY_Q5_0 MOSTLY_Q5_1 "
-    "MOSTLY_Q2_K MOSTLY_Q3_K_S MOSTLY_Q3_K_M MOSTLY_Q3_K_L MOSTLY_Q4_K_S MOSTLY_Q4_K_M "
-    "MOSTLY_Q5_K_S MOSTLY_Q5_K_M MOSTLY_Q6_K MOSTLY_IQ2_XXS MOSTLY_IQ2_XS MOSTLY_Q2_K_S "
-    "MOSTLY_IQ3_XS MOSTLY_IQ3_XXS MOSTLY_IQ1_S MOSTLY_IQ4_NL MOSTLY_IQ3_S MOSTLY_IQ3_M "
-    "MOSTLY_IQ2_S MOSTLY_IQ2_M MOSTLY_IQ4_XS MOSTLY_IQ1_M MOSTLY_BF16 - - - MOSTLY_TQ1_0 "
-    "MOSTLY_TQ2_0 MOSTLY_MXFP4_MOE MOSTLY_NVFP4 MOSTLY_Q1_0".split()) if n != "-"}
+FILE_TYPES = {
+    i: n
+    for i, n in enumerate(
+        "ALL_F32 MOSTLY_F16 MOSTLY_Q4_0 MOSTLY_Q4_1 - - - MOSTLY_Q8_0 MOSTLY_Q5_0 MOSTLY_Q5_1 "
+        "MOSTLY_Q2_K MOSTLY_Q3_K_S MOSTLY_Q3_K_M MOSTLY_Q3_K_L MOSTLY_Q4_K_S MOSTLY_Q4_K_M "
+        "MOSTLY_Q5_K_S MOSTLY_Q5_K_M MOSTLY_Q6_K MOSTLY_IQ2_XXS MOSTLY_IQ2_XS MOSTLY_Q2_K_S "
+        "MOSTLY_IQ3_XS MOSTLY_IQ3_XXS MOSTLY_IQ1_S MOSTLY_IQ4_NL MOSTLY_IQ3_S MOSTLY_IQ3_M "
+        "MOSTLY_IQ2_S MOSTLY_IQ2_M MOSTLY_IQ4_XS MOSTLY_IQ1_M MOSTLY_BF16 - - - MOSTLY_TQ1_0 "
+        "MOSTLY_TQ2_0 MOSTLY_MXFP4_MOE MOSTLY_NVFP4 MOSTLY_Q1_0".split()
+    )
+    if n != "-"
+}
 
 # GGUF value type id -> (name, struct format); string (8) and array (9) are variable-size.
 _SCALARS: dict[int, tuple[str, str]] = {
-    0: ("u8", "<B"), 1: ("i8", "<b"), 2: ("u16", "<H"), 3: ("i16", "<h"), 4: ("u32", "<I"),
-    5: ("i32", "<i"), 6: ("f32", "<f"), 7: ("bool", "<B"), 10: ("u64", "<Q"),
-    11: ("i64", "<q"), 12: ("f64", "<d"),
+    0: ("u8", "<B"),
+    1: ("i8", "<b"),
+    2: ("u16", "<H"),
+    3: ("i16", "<h"),
+    4: ("u32", "<I"),
+    5: ("i32", "<i"),
+    6: ("f32", "<f"),
+    7: ("bool", "<B"),
+    10: ("u64", "<Q"),
+    11: ("i64", "<q"),
+    12: ("f64", "<d"),
 }
 _STRING, _ARRAY, _U32 = 8, 9, 4
 _TYPE_NAMES = {**{k: v[0] for k, v in _SCALARS.items()}, _STRING: "string", _ARRAY: "array"}
@@ -73,11 +118,14 @@ _TYPE_NAMES = {**{k: v[0] for k, v in _SCALARS.items()}, _STRING: "string", _ARR
 _MIN_SIZE = {**{k: struct.calcsize(v[1]) for k, v in _SCALARS.items()}, _STRING: 8, _ARRAY: 12}
 _MIN_KV = 8 + 4 + 1  # empty key, type, one-byte value
 _MIN_TENSOR = 8 + 4 + 4 + 8  # empty name, n_dims 0, type, offset
-_HINTS = {b"PK\x03\x04": "a zip archive; extract the .gguf from it",
-          b"vers": "a git-lfs pointer; run `git lfs pull`",
-          b"<!DO": "an HTML page; the download failed", b"<htm": "an HTML page; the download failed",
-          b"tjgg": "an old GGJT model; convert it to GGUF",
-          b"lmgg": "an old GGML model; convert it to GGUF"}
+_HINTS = {
+    b"PK\x03\x04": "a zip archive; extract the .gguf from it",
+    b"vers": "a git-lfs pointer; run `git lfs pull`",
+    b"<!DO": "an HTML page; the download failed",
+    b"<htm": "an HTML page; the download failed",
+    b"tjgg": "an old GGJT model; convert it to GGUF",
+    b"lmgg": "an old GGML model; convert it to GGUF",
+}
 
 
 class Omitted(NamedTuple):
@@ -123,7 +171,9 @@ class _Reader:
         self.budget, self.items = KEEP_BUDGET, MAX_ITEMS
 
     def fail(self, reason: str) -> UserError:
-        return UserError(f"{self.label}: not a valid GGUF file: {reason}; re-download or re-export it")
+        return UserError(
+            f"{self.label}: not a valid GGUF file: {reason}; re-download or re-export it"
+        )
 
     def left(self) -> int:
         return self.size - self.pos
@@ -183,7 +233,9 @@ class _Reader:
         try:
             return decoder.decode(data, final) if decoder else data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise self.fail(f"{what} is not valid UTF-8 ({_q(data[exc.start:exc.end])})") from None
+            raise self.fail(
+                f"{what} is not valid UTF-8 ({_q(data[exc.start : exc.end])})"
+            ) from None
 
 
 def _value(r: _Reader, vtype: int, key: str, depth: int) -> Any:
@@ -237,13 +289,17 @@ def _header(r: _Reader) -> tuple[int, int, int]:
     if version not in SUPPORTED_VERSIONS:
         swapped = int.from_bytes(version.to_bytes(4, "little"), "big")
         if swapped in (1, 2, 3):
-            raise r.fail(f"big-endian GGUF (version reads {version:#010x}); only "
-                         "little-endian files are supported")
+            raise r.fail(
+                f"big-endian GGUF (version reads {version:#010x}); only "
+                "little-endian files are supported"
+            )
         raise r.fail(f"GGUF version {version} is not supported (need 2 or 3)")
     tensor_count = r.unpack("<Q", "the tensor count")
     kv_count = r.unpack("<Q", "the kv count")
-    for what, n, unit, cap in (("kv", kv_count, _MIN_KV, MAX_KV),
-                               ("tensor", tensor_count, _MIN_TENSOR, MAX_TENSORS)):
+    for what, n, unit, cap in (
+        ("kv", kv_count, _MIN_KV, MAX_KV),
+        ("tensor", tensor_count, _MIN_TENSOR, MAX_TENSORS),
+    ):
         if n * unit > r.left():
             raise r.fail(f"{what} count {n} exceeds the file size")
         if n > cap:
@@ -295,8 +351,10 @@ def _tensor_info(r: _Reader, i: int) -> tuple[TensorInfo, int]:
     if any(d >= 1 << 63 for d in shape) or count >= 1 << 63:
         raise r.fail(f"tensor {_q(name)} shape {shape} overflows int64")
     if (shape[0] if shape else 1) % block:
-        raise r.fail(f"tensor {_q(name)} row size {shape[:1]} is not a multiple of the "
-                     f"{type_name} block size {block}")
+        raise r.fail(
+            f"tensor {_q(name)} row size {shape[:1]} is not a multiple of the "
+            f"{type_name} block size {block}"
+        )
     return TensorInfo(name, shape, ggml_type, offset), count // block * type_size
 
 
@@ -316,17 +374,25 @@ def _tensors(r: _Reader, tensor_count: int, alignment: int) -> tuple[tuple[Tenso
     data_size, expected = r.size - data_offset, 0
     for info, nbytes in zip(infos, sizes, strict=True):
         if info.offset % alignment:
-            raise r.fail(f"tensor {_q(info.name)} offset {info.offset} is not a multiple of "
-                         f"the alignment {alignment}")
+            raise r.fail(
+                f"tensor {_q(info.name)} offset {info.offset} is not a multiple of "
+                f"the alignment {alignment}"
+            )
         if info.offset > data_size:
-            raise r.fail(f"tensor {_q(info.name)} offset {info.offset} is past the end of the "
-                         f"file (data section is {data_size} bytes)")
+            raise r.fail(
+                f"tensor {_q(info.name)} offset {info.offset} is past the end of the "
+                f"file (data section is {data_size} bytes)"
+            )
         if info.offset + nbytes > data_size:
-            raise r.fail(f"tensor {_q(info.name)} data ({nbytes} bytes at offset {info.offset}) "
-                         f"runs {info.offset + nbytes - data_size} bytes past the end of the file")
+            raise r.fail(
+                f"tensor {_q(info.name)} data ({nbytes} bytes at offset {info.offset}) "
+                f"runs {info.offset + nbytes - data_size} bytes past the end of the file"
+            )
         if info.offset != expected:  # llama.cpp refuses gaps, overlaps and reordering
-            raise r.fail(f"tensor {_q(info.name)} offset {info.offset} is not {expected}, "
-                         "where the previous tensor's data ends")
+            raise r.fail(
+                f"tensor {_q(info.name)} offset {info.offset} is not {expected}, "
+                "where the previous tensor's data ends"
+            )
         expected += -(-nbytes // alignment) * alignment
     return tuple(infos), data_offset
 
@@ -350,8 +416,9 @@ def check_gguf(path: str | os.PathLike[str]) -> GGUFHeader:
         raise UserError(f"{label}: no such file") from None
     except OSError as exc:
         raise UserError(f"{label}: cannot read it: {exc.strerror or exc}") from None
-    return GGUFHeader(version, tensor_count, kv_count, metadata, tensors, alignment,
-                      data_offset, r.size)
+    return GGUFHeader(
+        version, tensor_count, kv_count, metadata, tensors, alignment, data_offset, r.size
+    )
 
 
 def gguf_summary(header: GGUFHeader) -> dict[str, Any]:
@@ -369,8 +436,9 @@ def gguf_summary(header: GGUFHeader) -> dict[str, Any]:
         "name": meta.get("general.name"),
         "context_length": meta.get(f"{arch}.context_length"),
         "block_count": meta.get(f"{arch}.block_count"),
-        "vocab_size": tokens.length if isinstance(tokens, Omitted) else
-        (len(tokens) if isinstance(tokens, tuple) else None),
+        "vocab_size": tokens.length
+        if isinstance(tokens, Omitted)
+        else (len(tokens) if isinstance(tokens, tuple) else None),
         "file_type": FILE_TYPES.get(file_type, file_type) if isinstance(file_type, int) else None,
         "parameter_count": sum(math.prod(t.shape) for t in header.tensors),
         "tensor_count": header.tensor_count,

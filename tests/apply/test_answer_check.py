@@ -57,8 +57,9 @@ def test_dropped_lines_far_from_the_edit_are_caught() -> None:
 
 
 def test_old_code_kept_beside_the_new_is_caught() -> None:
-    both = RIGHT.replace('        data = f.read()\n',
-                         '        data = f.read()\n    with open(path) as f:\n', 1)
+    both = RIGHT.replace(
+        "        data = f.read()\n", "        data = f.read()\n    with open(path) as f:\n", 1
+    )
     assert _problems(both)
 
 
@@ -73,19 +74,23 @@ def test_the_original_returned_unchanged_is_caught() -> None:
 
 def test_a_deletion_shown_by_adjacent_context_lines() -> None:
     # Context lines with nothing between them: `save` is deleted.
-    snippet = "# ... existing code ...\n    return data\n\n\ndef remove(path):\n" \
-              "# ... existing code ...\n"
-    right = ORIG.replace('def save(path, data):\n    with open(path, "w") as f:\n'
-                         '        f.write(data)\n\n\n', "")
+    snippet = (
+        "# ... existing code ...\n    return data\n\n\ndef remove(path):\n# ... existing code ...\n"
+    )
+    right = ORIG.replace(
+        'def save(path, data):\n    with open(path, "w") as f:\n        f.write(data)\n\n\n', ""
+    )
     assert _problems(right, snippet) == []
     assert any("not in the answer" in p for p in _problems(ORIG, snippet))
 
 
 def test_a_whole_function_replaced_by_name_to_its_end() -> None:
-    snippet = "# ... existing code ...\ndef save(path, data):\n    print(path)\n" \
-              "# ... existing code ...\n"
-    right = ORIG.replace('    with open(path, "w") as f:\n        f.write(data)\n',
-                         "    print(path)\n")
+    snippet = (
+        "# ... existing code ...\ndef save(path, data):\n    print(path)\n# ... existing code ...\n"
+    )
+    right = ORIG.replace(
+        '    with open(path, "w") as f:\n        f.write(data)\n', "    print(path)\n"
+    )
     merge = structural_merge(ORIG, snippet, "python", "x.py")
     assert unshown_changes(ORIG, snippet, right, merge) == []
     wrong = right.replace("def remove(path):\n    os.remove(path)\n", "")
@@ -96,8 +101,9 @@ def test_a_method_rewritten_with_a_new_signature_between_markers() -> None:
     # The shipped demo: the snippet gives `set` whole, its signature changed, markers around it;
     # the line above the method is the end of the one before (deeper indentation).
     ex = Path(__file__).resolve().parents[2] / "examples" / "apply"
-    orig, snippet, right = ((ex / n).read_text() for n in ("original.py", "update.py",
-                                                            "expected.py"))
+    orig, snippet, right = (
+        (ex / n).read_text() for n in ("original.py", "update.py", "expected.py")
+    )
     merge = structural_merge(orig, snippet, "python", "original.py")
     assert unshown_changes(orig, snippet, right, merge) == []
     assert answer_problems(orig, snippet, right, merge) == []
@@ -106,8 +112,11 @@ def test_a_method_rewritten_with_a_new_signature_between_markers() -> None:
     assert unshown_changes(orig, snippet, right[:start] + right[end:], merge)
     # So is a rewrite put in place of a method of another name.
     start, end = orig.index("    def delete("), orig.index("    def __len__(")
-    misplaced = orig[:start] + right[right.index("    def set("):right.index("    def delete(")] \
+    misplaced = (
+        orig[:start]
+        + right[right.index("    def set(") : right.index("    def delete(")]
         + orig[end:]
+    )
     assert unshown_changes(orig, snippet, misplaced, merge)
 
 
@@ -121,8 +130,12 @@ def test_a_replacement_the_snippet_does_not_place_is_not_trusted() -> None:
 
 
 def _tasks() -> list[dict]:
-    return [json.loads(line) for name in ("code_apply_dev.jsonl.gz", "code_apply_dev_messy.jsonl.gz")
-            for line in read_text(DATA / name).splitlines() if line.strip()]
+    return [
+        json.loads(line)
+        for name in ("code_apply_dev.jsonl.gz", "code_apply_dev_messy.jsonl.gz")
+        for line in read_text(DATA / name).splitlines()
+        if line.strip()
+    ]
 
 
 def test_no_expected_dev_file_gets_a_structural_finding() -> None:
@@ -140,8 +153,13 @@ def test_no_expected_dev_file_gets_a_structural_finding() -> None:
 def test_no_expected_dev_file_counts_as_lazy() -> None:
     # Marker-shaped comments count as lazy lines only where the original lacks them: the
     # expected files of the dev tasks (real commits) have none.
-    bad = [t["id"] for t in _tasks() if lazy_lines(
-        t["expected"], t["original"], snippet_markers(t["original"], t["update"], t["language"]))]
+    bad = [
+        t["id"]
+        for t in _tasks()
+        if lazy_lines(
+            t["expected"], t["original"], snippet_markers(t["original"], t["update"], t["language"])
+        )
+    ]
     assert bad == []
 
 
@@ -173,17 +191,22 @@ def test_an_answer_that_drops_the_code_under_a_marker_is_caught() -> None:
     right = IMPORTS + "\n\ndef run(cmd):\n    return subprocess.run(cmd, check=True)\n"
     merge = structural_merge(IMPORTS, NEW_FN, "python", "x.py")
     assert unshown_changes(IMPORTS, NEW_FN, right, merge) == []
-    dropped = "import os\nimport subprocess\n\n\n" + right[right.index("def run("):]
-    assert any("not kept where the snippet's marker says" in p
-               for p in _problems(dropped, NEW_FN, IMPORTS))
+    dropped = "import os\nimport subprocess\n\n\n" + right[right.index("def run(") :]
+    assert any(
+        "not kept where the snippet's marker says" in p for p in _problems(dropped, NEW_FN, IMPORTS)
+    )
     # Also when only part of it goes, and whatever the merge made of the snippet.
-    part = right.replace("def load(path):\n    with open(path) as f:\n        return f.read()\n"
-                         "\n\n", "")
+    part = right.replace(
+        "def load(path):\n    with open(path) as f:\n        return f.read()\n\n\n", ""
+    )
     assert marker_gaps(IMPORTS, NEW_FN, part, "python")
     assert marker_gaps(IMPORTS, NEW_FN, right, "python") == []
 
 
 def test_the_marker_check_passes_every_expected_dev_file() -> None:
-    bad = [t["id"] for t in _tasks()
-           if marker_gaps(t["original"], t["update"], t["expected"], t["language"])]
+    bad = [
+        t["id"]
+        for t in _tasks()
+        if marker_gaps(t["original"], t["update"], t["expected"], t["language"])
+    ]
     assert bad == []

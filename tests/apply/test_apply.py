@@ -22,15 +22,21 @@ def test_instruct_template_golden() -> None:
         "Original file:\n```python\ndef f(x):\n    return x + 1\n```\n\nInstruction: bump\n\n"
         "Edit snippet (`... existing code ...` stands for unchanged code):\n```python\n"
         "def f(x):\n    # ... existing code ...\n    return x + 2\n```\n\n"
-        "Output the complete updated file.")
+        "Output the complete updated file."
+    )
     assert prefix == "```python\n" and stop == ("\n```",)
 
 
 def test_tagged_templates_golden() -> None:
     msgs, prefix, stop = build_messages(TEMPLATES["fastapply"], ORIG, UPD, "bump")
-    assert msgs == [{"role": "user", "content": "<instruction>bump</instruction>\n<code>def f(x):\n"
-                     "    return x + 1\n</code>\n<update>def f(x):\n    # ... existing code ...\n"
-                     "    return x + 2\n</update>"}]
+    assert msgs == [
+        {
+            "role": "user",
+            "content": "<instruction>bump</instruction>\n<code>def f(x):\n"
+            "    return x + 1\n</code>\n<update>def f(x):\n    # ... existing code ...\n"
+            "    return x + 2\n</update>",
+        }
+    ]
     assert prefix == "<updated-code>" and stop == ("</updated-code>",)
     msgs, prefix, stop = build_messages(TEMPLATES["aixapply"], ORIG, UPD, None)
     assert msgs[0]["content"].startswith("<source_file>\ndef f(x):")
@@ -51,13 +57,16 @@ def test_pick_template() -> None:
         pick_template({}, "nope")
 
 
-@pytest.mark.parametrize("raw,prefix,want", [
-    ("def f(x):\n    return x + 2", "```python\n", "def f(x):\n    return x + 2\n"),
-    ("def f(x):\n", "```python\n", "def f(x):\n\n"),
-    ("```python\ndef f(x):\n    return 2\n```\n", "", "def f(x):\n    return 2\n"),
-    ("<updated-code>def f(x):\n    return 2\n</updated-code>", "", "def f(x):\n    return 2\n"),
-    ("\ndef f(x):\n    return 2\n", "<update_file>\n", "def f(x):\n    return 2\n"),
-])
+@pytest.mark.parametrize(
+    "raw,prefix,want",
+    [
+        ("def f(x):\n    return x + 2", "```python\n", "def f(x):\n    return x + 2\n"),
+        ("def f(x):\n", "```python\n", "def f(x):\n\n"),
+        ("```python\ndef f(x):\n    return 2\n```\n", "", "def f(x):\n    return 2\n"),
+        ("<updated-code>def f(x):\n    return 2\n</updated-code>", "", "def f(x):\n    return 2\n"),
+        ("\ndef f(x):\n    return 2\n", "<update_file>\n", "def f(x):\n    return 2\n"),
+    ],
+)
 def test_clean_output(raw: str, prefix: str, want: str) -> None:
     stop = ("\n```",) if prefix.startswith("```") else ()
     assert clean_output(raw, ORIG, prefix, stop) == want

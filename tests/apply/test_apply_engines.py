@@ -51,7 +51,8 @@ def test_a_wrong_model_answer_is_suspect() -> None:
     rt = FakeRuntime(follow="```\n" + wrong + "```\n", n_ctx=8192)
     # The wrong lines are in neither file, which the default guard would not let it write.
     res = Engine(rt, None, EngineConfig().override(kind="reference")).apply(
-        ORIG, SURE, engine="model", path="x.py", guard="markers")
+        ORIG, SURE, engine="model", path="x.py", guard="markers"
+    )
     assert res.text == wrong
     assert any("outside the edited regions" in p for p in res.suspect), res.suspect
 
@@ -59,8 +60,15 @@ def test_a_wrong_model_answer_is_suspect() -> None:
 def _files(tmp_path: Path, update: str) -> list[str]:
     (tmp_path / "o.py").write_text(ORIG)
     (tmp_path / "u.py").write_text(update)
-    return ["run", "--original", str(tmp_path / "o.py"), "--update", str(tmp_path / "u.py"),
-            "--model", MISSING_MODEL]
+    return [
+        "run",
+        "--original",
+        str(tmp_path / "o.py"),
+        "--update",
+        str(tmp_path / "u.py"),
+        "--model",
+        MISSING_MODEL,
+    ]
 
 
 def test_cli_engines(tmp_path: Path) -> None:
@@ -75,8 +83,9 @@ def test_cli_engines(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, [*args, "--diff"])
     assert res.exit_code == 0 and "-    return 2\n+    return 20\n" in res.stdout
     assert "hunk 1" in res.stderr and "exact" in res.stderr
-    res = CliRunner().invoke(main, [*_files(tmp_path, LOST), "--engine", "merge", "--out",
-                                    str(tmp_path / "n.py")])
+    res = CliRunner().invoke(
+        main, [*_files(tmp_path, LOST), "--engine", "merge", "--out", str(tmp_path / "n.py")]
+    )
     assert res.exit_code == 2 and not (tmp_path / "n.py").exists()
     err = res.stderr.strip()
     assert err.startswith("error: hunk 1") and "\n" not in err
@@ -95,8 +104,9 @@ def test_server_apply_engine_field() -> None:
         assert r.status_code == 200, r.text
         d = r.json()
         assert d["engine"] == "merge" and d["merged"] == MERGED and d["verdicts"]
-        r = client.post("/v1/apply", json={"original": ORIG, "update": SURE, "engine": "model",
-                                           "path": "x.py"})
+        r = client.post(
+            "/v1/apply", json={"original": ORIG, "update": SURE, "engine": "model", "path": "x.py"}
+        )
         d = r.json()
         assert d["engine"] == "model" and d["merged"] == MERGED and d["suspect"] == []
         assert d["usage"]["completion_tokens"] > 0
@@ -105,8 +115,11 @@ def test_server_apply_engine_field() -> None:
         short = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
         edit = "# ... existing code ...\n\ndef b():\n    return 20\n"
         guess = short.replace("return 2\n", "return 20\n")
-    guessing = Engine(FakeRuntime(follow="```\n" + guess + "```\n", n_ctx=8192), None,
-                      EngineConfig().override(kind="reference"))
+    guessing = Engine(
+        FakeRuntime(follow="```\n" + guess + "```\n", n_ctx=8192),
+        None,
+        EngineConfig().override(kind="reference"),
+    )
     with fastapi_testclient.TestClient(create_app(guessing), base_url="http://localhost") as client:
         r = client.post("/v1/apply", json={"original": short, "update": edit, "engine": "model"})
         d = r.json()

@@ -85,12 +85,13 @@ def test_the_readings_the_check_allows_include_the_insertion_and_the_replacement
     assert not merge.exact
     choices = allowed(ORIG, SNIPPET, merge, ApplySettings())
     assert choices is not None and len(choices) == 1
-    texts = {chosen_text(ORIG, merge, [HunkChoice(c.hunk, (e,))])
-             for c in choices for e in c.edits}
-    inserted = ORIG.replace("\n\ndef save", "\n\ndef size(path):\n    return "
-                            "os.path.getsize(path)\n\n\ndef save")
-    replaced = ORIG[:ORIG.index("def save")] + "def size(path):\n    return " \
-        "os.path.getsize(path)\n"
+    texts = {chosen_text(ORIG, merge, [HunkChoice(c.hunk, (e,))]) for c in choices for e in c.edits}
+    inserted = ORIG.replace(
+        "\n\ndef save", "\n\ndef size(path):\n    return os.path.getsize(path)\n\n\ndef save"
+    )
+    replaced = (
+        ORIG[: ORIG.index("def save")] + "def size(path):\n    return os.path.getsize(path)\n"
+    )
     # No reading drops the code under the marker or a snippet line: those the check refuses.
     assert texts == {inserted, replaced}
 
@@ -108,8 +109,9 @@ def test_a_real_target_chooses_or_leaves_it_to_the_model(smollm2_rt) -> None:  #
     merge = structural_merge(ORIG, SNIPPET, "python", "x.py")
     choices = allowed(ORIG, SNIPPET, merge, ApplySettings())
     assert choices is not None
-    readings = {chosen_text(ORIG, merge, [HunkChoice(c.hunk, (e,))])
-                for c in choices for e in c.edits}
+    readings = {
+        chosen_text(ORIG, merge, [HunkChoice(c.hunk, (e,))]) for c in choices for e in c.edits
+    }
     res = Engine(smollm2_rt).apply(ORIG, SNIPPET, path="x.py", max_tokens=200)
     if res.engine == "choice":
         assert res.text in readings and res.choice[0]["candidates"] == len(readings)

@@ -16,14 +16,15 @@ from edge_spec.engine import Engine
 from edge_spec.runtimes.fake import FakeRuntime
 
 ORIG = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(8))
-LAZY = ("def f0(x):\n    return x + 0\n\n# ... existing code ...\n\ndef f5(x):\n"
-        "    return x * 5\n\n# ... existing code ...\n")
+LAZY = (
+    "def f0(x):\n    return x + 0\n\n# ... existing code ...\n\ndef f5(x):\n"
+    "    return x * 5\n\n# ... existing code ...\n"
+)
 FOLLOW = "```\n" + LAZY
 
 
 def _guard(rt: FakeRuntime, original: str = ORIG):  # noqa: ANN202
-    return apply_guard(original, lambda t: rt.token_bytes(t).decode("utf-8", "ignore"),
-                       rt.n_vocab)
+    return apply_guard(original, lambda t: rt.token_bytes(t).decode("utf-8", "ignore"), rt.n_vocab)
 
 
 def _run(rt: FakeRuntime, guard, drafters, fixed_k=None):  # noqa: ANN001, ANN202
@@ -83,8 +84,9 @@ def test_guard_on_smollm2_plain_equals_speculative(smollm2_path) -> None:  # noq
     from conftest import load_tasks
     from lossless import assert_same_or_near_tie
 
-    eng = Engine(str(smollm2_path), None, EngineConfig().override(n_ctx=4096, threads=2,
-                                                                  kind="reference"))
+    eng = Engine(
+        str(smollm2_path), None, EngineConfig().override(n_ctx=4096, threads=2, kind="reference")
+    )
     for t in load_tasks(n=1):
         args = (t["original"], t["update"], t["instruction"])
         plain = eng.apply(*args, draft="none", engine="model", max_tokens=120)
@@ -95,8 +97,10 @@ def test_guard_on_smollm2_plain_equals_speculative(smollm2_path) -> None:  # noq
 
 def test_the_snippets_own_reworded_markers_are_banned_and_detected() -> None:
     lazy = LAZY.replace("# ... existing code ...", "# rest of the file stays the same")
-    upd = "# rest of the file stays the same\ndef f5(x):\n    return x * 5\n" \
-          "# rest of the file stays the same\n"
+    upd = (
+        "# rest of the file stays the same\ndef f5(x):\n    return x * 5\n"
+        "# rest of the file stays the same\n"
+    )
     rt = FakeRuntime(follow="```\n" + lazy + "```\n", n_ctx=8192)
     eng = Engine(rt, None, EngineConfig().override(kind="reference"))
     off = eng.apply(ORIG, upd, engine="model", guard=False)
@@ -104,8 +108,12 @@ def test_the_snippets_own_reworded_markers_are_banned_and_detected() -> None:
     on = eng.apply(ORIG, upd, engine="model")
     assert "# rest of the file stays the same" not in on.text and not on.lazy_lines
     # An ordinary comment that only starts like the marker's first words stays allowed.
-    g = apply_guard(ORIG, lambda t: rt.token_bytes(t).decode("utf-8", "ignore"), rt.n_vocab,
-                    markers=["# nothing changes in the file below"])
+    g = apply_guard(
+        ORIG,
+        lambda t: rt.token_bytes(t).decode("utf-8", "ignore"),
+        rt.n_vocab,
+        markers=["# nothing changes in the file below"],
+    )
     assert rt.tokenize("f")[0] not in set(g.banned("# nothing changes in the ").tolist())
     assert rt.tokenize("w")[0] in set(g.banned("# nothing changes in the file belo").tolist())
 
@@ -114,23 +122,94 @@ def _brute(guard, texts: list[str], line: str) -> set[int]:  # noqa: ANN001
     """The banned set by definition: every segment of line + token checked against the regex."""
     key = line.lstrip()
     if not guard._risky.fullmatch(key):
-        return {t for t, x in enumerate(texts)
-                if "\n" in x and any(guard._forbidden.match(s) for s in x.split("\n")[1:])}
-    return {t for t, x in enumerate(texts)
-            if any(guard._forbidden.match(s) for s in (key + x).split("\n"))}
+        return {
+            t
+            for t, x in enumerate(texts)
+            if "\n" in x and any(guard._forbidden.match(s) for s in x.split("\n")[1:])
+        }
+    return {
+        t
+        for t, x in enumerate(texts)
+        if any(guard._forbidden.match(s) for s in (key + x).split("\n"))
+    }
 
 
-_VOCAB = ["", " ", "  ", "\n", "\n#", "\n# ...", "#", "# ", "//", "/", "/*", "...", "..", ".",
-          "…", " ...", " existing", " Existing", "existing", " code", "code", " c", "ode",
-          " file", " rest", " of", " the", " The", " users", "\n// existing code", " codes",
-          "x", " = 1", "\t", "é", "中文", " remaining", " methods", " Rest", " OF", " Code",
-          "\n    # rest of the file", " implementation", "   ", " ex", "isting", " rest of",
-          "ore", " other", " more"]
+_VOCAB = [
+    "",
+    " ",
+    "  ",
+    "\n",
+    "\n#",
+    "\n# ...",
+    "#",
+    "# ",
+    "//",
+    "/",
+    "/*",
+    "...",
+    "..",
+    ".",
+    "…",
+    " ...",
+    " existing",
+    " Existing",
+    "existing",
+    " code",
+    "code",
+    " c",
+    "ode",
+    " file",
+    " rest",
+    " of",
+    " the",
+    " The",
+    " users",
+    "\n// existing code",
+    " codes",
+    "x",
+    " = 1",
+    "\t",
+    "é",
+    "中文",
+    " remaining",
+    " methods",
+    " Rest",
+    " OF",
+    " Code",
+    "\n    # rest of the file",
+    " implementation",
+    "   ",
+    " ex",
+    "isting",
+    " rest of",
+    "ore",
+    " other",
+    " more",
+]
 
 
-@pytest.mark.parametrize("line", ["", "    ", "#", "# ", "# ex", "# existing", "# existing ",
-                                  "# Existing c", "// rest", "// rest of", "// Rest OF the",
-                                  "x = 1", "# ..", "/", "/* the rest of", "# users", "é"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "",
+        "    ",
+        "#",
+        "# ",
+        "# ex",
+        "# existing",
+        "# existing ",
+        "# Existing c",
+        "// rest",
+        "// rest of",
+        "// Rest OF the",
+        "x = 1",
+        "# ..",
+        "/",
+        "/* the rest of",
+        "# users",
+        "é",
+    ],
+)
 def test_the_fast_scan_bans_what_the_definition_bans(line: str) -> None:
     g = apply_guard(ORIG, lambda t: _VOCAB[t], len(_VOCAB), markers=["# keep going here"])
     assert set(g.banned(line).tolist()) == _brute(g, _VOCAB, line), line
@@ -156,11 +235,27 @@ def test_markers_in_the_models_own_words_are_banned_and_real_comments_are_not() 
     assert _VOCAB.index(" existing") not in set(own.banned("#").tolist())
 
 
-@pytest.mark.parametrize("line", ["# ... existing code ...", "    // ...", "… rest", "... existing code",
-                                  "// ` ... existing code ...", "#-...", "#  # existing code",
-                                  "# existing code ...", "#_existing!code...", "// `existing!` code",
-                                  "/* the rest of the file */", "# Remaining methods", "-- more code",
-                                  "{/* other components */}", "<!-- unchanged -->", "# keep going here"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "# ... existing code ...",
+        "    // ...",
+        "… rest",
+        "... existing code",
+        "// ` ... existing code ...",
+        "#-...",
+        "#  # existing code",
+        "# existing code ...",
+        "#_existing!code...",
+        "// `existing!` code",
+        "/* the rest of the file */",
+        "# Remaining methods",
+        "-- more code",
+        "{/* other components */}",
+        "<!-- unchanged -->",
+        "# keep going here",
+    ],
+)
 def test_every_prefix_of_a_banned_line_is_watched(line: str) -> None:
     """The guard only rescans lines its `risky` pattern calls open: every proper prefix of a
     banned line must be one, or the token completing the line slips through."""

@@ -21,22 +21,87 @@ from edge_spec.runtimes.fake import FakeRuntime
 ORIG = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(6))
 SNIPPET = ["# ... existing code ...", "def f3(x):", "    return x * 3  # tripled", ""]
 # What a lazy target would write: a marker, a comment out of the instruction, a reworded line.
-LAZY = ("def f0(x):\n    return x + 0\n\n# Triple f3 as asked\n# ... existing code ...\n"
-        "def f3(x):\n    return 3 * x\n```\n")
+LAZY = (
+    "def f0(x):\n    return x + 0\n\n# Triple f3 as asked\n# ... existing code ...\n"
+    "def f3(x):\n    return 3 * x\n```\n"
+)
 
-_WORDS = [b"", b" ", b"  ", b"    ", b"\t", b"\n", b"\n\n", b"\n    ", b":\n", b"):\n",
-          b"def", b" f", b"f", b"0", b"3", b"(x", b"(x):", b"):", b" return", b"return",
-          b" x", b" +", b" *", b" 3", b" 0", b"  #", b" #", b"#", b" tri", b"pled", b" tripled",
-          b"\xc3", b"\xa9", b"\xc3\xa9", b" ...", b"...", b"```", b"```\n", b" = 1", b"x",
-          b"x = 1", b"x = 1 ", b"1 ", b"\n\n    return", b"\n# no", b" \n", b"    return x",
-          b"\r", b"\x0c", b"y = 2 ", b" 2  ", b"2  \n", b" 2"]
-_LINES = [b"def f0(x):", b"    return x + 0", b"x = 1", b"y = 2  ", b"caf\xc3\xa9 = 2", b"    return x * 3  # tripled",
-          b"```", b"def f3(x):"]
+_WORDS = [
+    b"",
+    b" ",
+    b"  ",
+    b"    ",
+    b"\t",
+    b"\n",
+    b"\n\n",
+    b"\n    ",
+    b":\n",
+    b"):\n",
+    b"def",
+    b" f",
+    b"f",
+    b"0",
+    b"3",
+    b"(x",
+    b"(x):",
+    b"):",
+    b" return",
+    b"return",
+    b" x",
+    b" +",
+    b" *",
+    b" 3",
+    b" 0",
+    b"  #",
+    b" #",
+    b"#",
+    b" tri",
+    b"pled",
+    b" tripled",
+    b"\xc3",
+    b"\xa9",
+    b"\xc3\xa9",
+    b" ...",
+    b"...",
+    b"```",
+    b"```\n",
+    b" = 1",
+    b"x",
+    b"x = 1",
+    b"x = 1 ",
+    b"1 ",
+    b"\n\n    return",
+    b"\n# no",
+    b" \n",
+    b"    return x",
+    b"\r",
+    b"\x0c",
+    b"y = 2 ",
+    b" 2  ",
+    b"2  \n",
+    b" 2",
+]
+_LINES = [
+    b"def f0(x):",
+    b"    return x + 0",
+    b"x = 1",
+    b"y = 2  ",
+    b"caf\xc3\xa9 = 2",
+    b"    return x * 3  # tripled",
+    b"```",
+    b"def f3(x):",
+]
 
 
-def _brute(lines: list[bytes], vocab: list[bytes], ctx: bytes, ends: list[bytes] = (),
-           tails: list[bytes] = (), spent: frozenset[bytes] = frozenset(),
-           indents: dict[bytes, set[bytes]] | None = None) -> set[int]:
+def _brute(
+    lines: list[bytes],
+    vocab: list[bytes],
+    ctx: bytes,
+    ends: list[bytes] = (),
+    tails: list[bytes] = (),
+    spent: frozenset[bytes] = frozenset(),
+    indents: dict[bytes, set[bytes]] | None = None,
+) -> set[int]:
     """The allowed ids by definition, simulated on the text: every line a token completes is
     allowed (not spent: written as often as `lines` has it) or blank, an end line only after a
     tail line (or once every tail is spent), the line it leaves open can still become one, and
@@ -46,7 +111,11 @@ def _brute(lines: list[bytes], vocab: list[bytes], ctx: bytes, ends: list[bytes]
 
     def fits(seg: bytes) -> bool:
         key = seg.strip(ws)
-        return indents is None or key not in indents or seg[:len(seg) - len(seg.lstrip(ws))] in indents[key]
+        return (
+            indents is None
+            or key not in indents
+            or seg[: len(seg) - len(seg.lstrip(ws))] in indents[key]
+        )
 
     def forms(xs: list[bytes]) -> set[bytes]:
         return {x.lstrip(ws) for x in xs if x.strip(ws)} | {x.strip(ws) for x in xs if x.strip(ws)}
@@ -68,9 +137,10 @@ def _brute(lines: list[bytes], vocab: list[bytes], ctx: bytes, ends: list[bytes]
 
     def open_(seg: bytes, regime: bool, lenient: bool = False) -> bool:
         key = seg.lstrip(ws)
-        pad = seg[:len(seg) - len(key)]
-        return not key or any(f.startswith(key) and (lenient or fits(pad + f))
-                              for f in allowed(regime))
+        pad = seg[: len(seg) - len(key)]
+        return not key or any(
+            f.startswith(key) and (lenient or fits(pad + f)) for f in allowed(regime)
+        )
 
     *before, line = ctx.split(b"\n")
     first = before[0].strip(ws) if before else b""
@@ -96,9 +166,27 @@ def _brute(lines: list[bytes], vocab: list[bytes], ctx: bytes, ends: list[bytes]
     return out
 
 
-@pytest.mark.parametrize("line", [b"", b"    ", b"def", b"def f", b"def f0(x):", b"    return x",
-                                  b"    return x + 0", b"x = 1", b"x = ", b"caf\xc3",
-                                  b"    return x * 3 ", b"``", b"\t", b"y = 2", b"y = 2 ", b"y = "])
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"",
+        b"    ",
+        b"def",
+        b"def f",
+        b"def f0(x):",
+        b"    return x",
+        b"    return x + 0",
+        b"x = 1",
+        b"x = ",
+        b"caf\xc3",
+        b"    return x * 3 ",
+        b"``",
+        b"\t",
+        b"y = 2",
+        b"y = 2 ",
+        b"y = ",
+    ],
+)
 @pytest.mark.parametrize("prev", [b"", b"x = 1\n", b"def f3(x):\n\n", b"```py\n"])
 def test_the_allowed_ids_are_the_definitions(line: bytes, prev: bytes) -> None:
     ends, tails = [b"```"], [b"def f3(x):", b"y = 2  "]
@@ -140,10 +228,13 @@ def test_random_vocabularies_agree_with_the_definition() -> None:
     rng = random.Random(7)
     alphabet = [b"a", b"b", b" ", b"\n", b"(", b")", b"#", b"\xc3", b"\xa9"]
     for _ in range(30):
-        vocab = [b""] + sorted({b"".join(rng.choices(alphabet, k=rng.randint(1, 4)))
-                              for _ in range(120)})
-        lines = [b"".join(rng.choices(alphabet[:3] + alphabet[4:], k=rng.randint(1, 8)))
-                 for _ in range(6)]
+        vocab = [b""] + sorted(
+            {b"".join(rng.choices(alphabet, k=rng.randint(1, 4))) for _ in range(120)}
+        )
+        lines = [
+            b"".join(rng.choices(alphabet[:3] + alphabet[4:], k=rng.randint(1, 8)))
+            for _ in range(6)
+        ]
         ends, tails = [b"##"], lines[-1:]
         ls = LineSet(VocabIndex(lambda t, v=vocab: v[t], len(vocab)), lines, ends, tails)
         for prev in (b"", lines[-1] + b"\n", lines[0] + b"\n \n"):
@@ -159,10 +250,13 @@ def test_walks_through_the_guard_agree_with_the_definition() -> None:
     rng = random.Random(11)
     alphabet = [b"a", b"b", b" ", b"\n", b"(", b")", b"\xc3", b"\xa9"]
     for _ in range(400):
-        vocab = [b""] + sorted({b"".join(rng.choices(alphabet, k=rng.randint(1, 4)))
-                              for _ in range(150)})
-        base = [b"".join(rng.choices(alphabet[:3] + alphabet[4:], k=rng.randint(1, 6)))
-                for _ in range(5)]
+        vocab = [b""] + sorted(
+            {b"".join(rng.choices(alphabet, k=rng.randint(1, 4))) for _ in range(150)}
+        )
+        base = [
+            b"".join(rng.choices(alphabet[:3] + alphabet[4:], k=rng.randint(1, 6)))
+            for _ in range(5)
+        ]
         lines = base + rng.choices(base, k=3)
         ends, tails = [b"##"], [base[-1]]
         ls = LineSet(VocabIndex(lambda t, v=vocab: v[t], len(vocab)), lines, ends, tails)
@@ -193,8 +287,9 @@ def _run(rt: FakeRuntime, guard, drafters, fixed_k=None):  # noqa: ANN001, ANN20
 
 
 def _guard(rt: FakeRuntime):  # noqa: ANN202
-    return lines_guard(ORIG, [(ln, i == 0) for i, ln in enumerate(SNIPPET)], ("\n```",),
-                       rt.token_bytes, rt.n_vocab)
+    return lines_guard(
+        ORIG, [(ln, i == 0) for i, ln in enumerate(SNIPPET)], ("\n```",), rt.token_bytes, rt.n_vocab
+    )
 
 
 def _allowed_lines() -> set[str]:
@@ -222,8 +317,12 @@ def test_sampling_under_the_lines_guard_keeps_to_the_lines() -> None:
     rt = FakeRuntime(follow="```\n" + LAZY, sharpness=1.0)
     prompt = rt.tokenize("Apply:\n" + ORIG + "\nAnswer:\n```\n", add_bos=True)
     for seed in range(3):
-        cfg = GenConfig(max_tokens=120, stop=("\n```",), guard=_guard(rt),
-                        sampling=SamplingSettings(temperature=1.0, seed=seed))
+        cfg = GenConfig(
+            max_tokens=120,
+            stop=("\n```",),
+            guard=_guard(rt),
+            sampling=SamplingSettings(temperature=1.0, seed=seed),
+        )
         ctl = Controller(ControllerSettings(verify_ms={1: 10.0, 128: 11.0}))
         res = generate(rt, prompt, [ReferenceDrafter(rt)], ctl, cfg, [LAZY, ORIG])
         done = res.text.split("\n")[:-1]  # the last line may be cut by max_tokens
@@ -247,17 +346,22 @@ def test_walks_keep_each_lines_indentation_when_asked() -> None:
     rng = random.Random(12)
     alphabet = [b"a", b"b", b" ", b"\n", b"(", b")", b"\t"]
     for _ in range(400):
-        vocab = [b""] + sorted({b"".join(rng.choices(alphabet, k=rng.randint(1, 4)))
-                              for _ in range(150)})
-        base = [rng.choice([b"", b" ", b"  ", b"\t"]) + b"".join(
-            rng.choices([b"a", b"b", b"(", b")"], k=rng.randint(1, 5))) for _ in range(5)]
+        vocab = [b""] + sorted(
+            {b"".join(rng.choices(alphabet, k=rng.randint(1, 4))) for _ in range(150)}
+        )
+        base = [
+            rng.choice([b"", b" ", b"  ", b"\t"])
+            + b"".join(rng.choices([b"a", b"b", b"(", b")"], k=rng.randint(1, 5)))
+            for _ in range(5)
+        ]
         lines = base + rng.choices(base, k=3)
         indents: dict[bytes, set[bytes]] = {}
         for ln in lines:
-            indents.setdefault(ln.strip(b" \t"), set()).add(ln[:len(ln) - len(ln.lstrip(b" \t"))])
+            indents.setdefault(ln.strip(b" \t"), set()).add(ln[: len(ln) - len(ln.lstrip(b" \t"))])
         ends, tails = [b"##"], [base[-1]]
-        ls = LineSet(VocabIndex(lambda t, v=vocab: v[t], len(vocab)), lines, ends, tails,
-                     indents=indents)
+        ls = LineSet(
+            VocabIndex(lambda t, v=vocab: v[t], len(vocab)), lines, ends, tails, indents=indents
+        )
         state = ls.start(b"```\n")
         for _step in range(40):
             got = ls.banned(state)
@@ -292,8 +396,9 @@ def test_no_token_pads_a_blank_line_where_the_texts_have_none() -> None:
     after = set(ls.banned(ls.advance(ls.start(b"```\n"), b"x")).ids.tolist())
     assert {3, 6} <= after and not {5, 7} & after  # nor one a token writes past its newline
     padded = LineSet(index, [b"x", b"  ", b"y"], spill=2)  # the texts pad one: so may the answer
-    assert {4, 5} <= set(padded.banned(padded.advance(padded.start(b"```\n"), b"x\n")).ids.tolist()) | set(
-        padded.banned(padded.advance(padded.start(b"```\n"), b"x")).ids.tolist())
+    assert {4, 5} <= set(
+        padded.banned(padded.advance(padded.start(b"```\n"), b"x\n")).ids.tolist()
+    ) | set(padded.banned(padded.advance(padded.start(b"```\n"), b"x")).ids.tolist())
 
 
 def test_a_line_ends_with_the_newlines_the_next_line_needs_in_one_token() -> None:
@@ -309,10 +414,13 @@ def test_a_line_ends_with_the_newlines_the_next_line_needs_in_one_token() -> Non
     assert 6 in after_x and not {4, 5} & after_x
     # Where the run needs more newlines than one token has, the longest one that fits.
     one = [b"", b"x", b"y", b"\n", b"\n\n", b"x\n", b"x\n\n"]
-    short = LineSet(VocabIndex(lambda t: one[t], len(one)), original, spill=3,
-                    order=LineOrder(original, []))
+    short = LineSet(
+        VocabIndex(lambda t: one[t], len(one)), original, spill=3, order=LineOrder(original, [])
+    )
     assert set(short.banned(short.start(b"```\n")).ids.tolist()) & {5, 6} == {6}
-    assert set(short.banned(short.advance(short.start(b"```\n"), b"x")).ids.tolist()) & {3, 4} == {4}
+    assert set(short.banned(short.advance(short.start(b"```\n"), b"x")).ids.tolist()) & {3, 4} == {
+        4
+    }
     # Right after `y` no blank line is owed: "y\n" stays.
     walk = ls.advance(ls.advance(ls.start(b"```\n"), b"x\n\n\n"), b"y")
     assert 4 in set(ls.banned(walk).ids.tolist())

@@ -214,17 +214,29 @@ def assert_not_exact(original: str, snippet: str, lang: str) -> MergeResult:
     return result
 
 
-POST_LOGGED = PY.replace('        return self._request("POST", url, data)',
-                         '        self.log("POST " + url)\n'
-                         '        return self._request("POST", url, data)')
+POST_LOGGED = PY.replace(
+    '        return self._request("POST", url, data)',
+    '        self.log("POST " + url)\n        return self._request("POST", url, data)',
+)
 
 
-@pytest.mark.parametrize("marker", [
-    "# ... existing code ...", "# ...", "# …", "…", "# ... rest of the code unchanged ...",
-    "# rest of the file stays the same", "# existing code", "# ... previous code ...",
-    "# [unchanged code]", "# ... (keep existing implementation)", "    # ...",
-    "... existing code ...",
-])
+@pytest.mark.parametrize(
+    "marker",
+    [
+        "# ... existing code ...",
+        "# ...",
+        "# …",
+        "…",
+        "# ... rest of the code unchanged ...",
+        "# rest of the file stays the same",
+        "# existing code",
+        "# ... previous code ...",
+        "# [unchanged code]",
+        "# ... (keep existing implementation)",
+        "    # ...",
+        "... existing code ...",
+    ],
+)
 def test_python_marker_styles(marker: str) -> None:
     snippet = f"""{marker}
     def post(self, path, data):
@@ -236,11 +248,21 @@ def test_python_marker_styles(marker: str) -> None:
     assert_exact(PY, snippet, POST_LOGGED, "python")
 
 
-@pytest.mark.parametrize("marker", [
-    "// ... existing code ...", "// ...", "/* ... */", "/* unchanged */", "// existing code",
-    "// ... rest of the code unchanged ...", "// [unchanged code]", "{/* ... */}",
-    "// ... (keep existing implementation)", "  // ... other routes ...",
-])
+@pytest.mark.parametrize(
+    "marker",
+    [
+        "// ... existing code ...",
+        "// ...",
+        "/* ... */",
+        "/* unchanged */",
+        "// existing code",
+        "// ... rest of the code unchanged ...",
+        "// [unchanged code]",
+        "{/* ... */}",
+        "// ... (keep existing implementation)",
+        "  // ... other routes ...",
+    ],
+)
 def test_javascript_marker_styles(marker: str) -> None:
     snippet = f"""{marker}
 app.get('/health', (req, res) => {{
@@ -248,19 +270,33 @@ app.get('/health', (req, res) => {{
 }});
 {marker}
 """
-    expected = JS.replace("res.json({ ok: true });",
-                          "res.json({ ok: true, uptime: process.uptime() });")
+    expected = JS.replace(
+        "res.json({ ok: true });", "res.json({ ok: true, uptime: process.uptime() });"
+    )
     assert_exact(JS, snippet, expected, "javascript")
 
 
-@pytest.mark.parametrize(("line", "shape"), [
-    ("# ... existing code ...", True), ("-- ...", True), ("; ...", True), ("% ...", True),
-    ("<!-- ... -->", True), ("/* ... */", True), ("// … handlers …", True),
-    ("# keep the cache warm", False), ("# same as above", False), ("// other cases", False),
-    ("# rest of the config is loaded lazily", False), ("// TODO: retry...", False),
-    ("...args", False), ("#include <stdio.h>", False), ("#[derive(Debug)]", False),
-    ("x = 1  # ...", False),
-])
+@pytest.mark.parametrize(
+    ("line", "shape"),
+    [
+        ("# ... existing code ...", True),
+        ("-- ...", True),
+        ("; ...", True),
+        ("% ...", True),
+        ("<!-- ... -->", True),
+        ("/* ... */", True),
+        ("// … handlers …", True),
+        ("# keep the cache warm", False),
+        ("# same as above", False),
+        ("// other cases", False),
+        ("# rest of the config is loaded lazily", False),
+        ("// TODO: retry...", False),
+        ("...args", False),
+        ("#include <stdio.h>", False),
+        ("#[derive(Debug)]", False),
+        ("x = 1  # ...", False),
+    ],
+)
 def test_marker_shapes(line: str, shape: bool) -> None:
     assert marker_shape(line) is shape
 
@@ -271,20 +307,28 @@ def test_comment_that_looks_like_a_marker_but_is_in_the_original_is_code() -> No
     log.debug("opening a session")
     return Session(os.environ.get("PROXY"))
 """
-    expected = PY.replace('    return Session(os.environ.get("PROXY"))',
-                          '    log.debug("opening a session")\n'
-                          '    return Session(os.environ.get("PROXY"))')
+    expected = PY.replace(
+        '    return Session(os.environ.get("PROXY"))',
+        '    log.debug("opening a session")\n    return Session(os.environ.get("PROXY"))',
+    )
     assert_exact(PY, snippet, expected, "python")
-    flags = classify_markers(["# ... existing code ...", "    # rest of the file stays the same"],
-                             LineIndex(PY.splitlines()), "python")
+    flags = classify_markers(
+        ["# ... existing code ...", "    # rest of the file stays the same"],
+        LineIndex(PY.splitlines()),
+        "python",
+    )
     assert flags == [True, True]
 
 
 def test_python_ellipsis_bodies_are_code() -> None:
-    original = "class Proto(Protocol):\n    def size(self) -> int:\n        ...\n\n" \
-               "    def name(self) -> str:\n        ...\n"
-    snippet = "# ...\n    def size(self) -> int:\n        ...\n\n    def name(self) -> bytes:\n" \
-              "        ...\n"
+    original = (
+        "class Proto(Protocol):\n    def size(self) -> int:\n        ...\n\n"
+        "    def name(self) -> str:\n        ...\n"
+    )
+    snippet = (
+        "# ...\n    def size(self) -> int:\n        ...\n\n    def name(self) -> bytes:\n"
+        "        ...\n"
+    )
     assert_exact(original, snippet, original.replace("-> str", "-> bytes"), "python")
     stub = "# ...\n\ndef helper() -> None:\n    ...\n"
     result = merge("import os\n\n\ndef main():\n    pass\n", stub, "python")
@@ -304,8 +348,9 @@ def test_trimmed_context_single_anchor_and_changed_edge_lines() -> None:
         url = self.base_url + path
 # ...
 """
-    expected = PY.replace("def post(self, path, data):",
-                          "def post(self, path, data, headers=None):")
+    expected = PY.replace(
+        "def post(self, path, data):", "def post(self, path, data, headers=None):"
+    )
     assert_exact(PY, snippet, expected, "python")
     keyed = "# ...\nDEFAULT_TIMEOUT = 30\n# ...\n"  # no context at all, but the same key
     assert_exact(PY, keyed, PY.replace("DEFAULT_TIMEOUT = 5", "DEFAULT_TIMEOUT = 30"), "python")
@@ -314,8 +359,12 @@ def test_trimmed_context_single_anchor_and_changed_edge_lines() -> None:
 def test_trimmed_context_that_cannot_be_placed_for_sure() -> None:
     result = assert_not_exact(PY, "# ...\n        self.retries = 3\n# ...\n", "python")
     assert result.hunks[0].status == "unplaced"
-    result = assert_not_exact(PY, "# ...\n        self.session = None\n        self.retries = 3\n"
-                                  "        print('ready')\n# ...\n", "python")
+    result = assert_not_exact(
+        PY,
+        "# ...\n        self.session = None\n        self.retries = 3\n"
+        "        print('ready')\n# ...\n",
+        "python",
+    )
     assert result.hunks[0].status == "ambiguous"
 
 
@@ -338,9 +387,10 @@ DEFAULT_TIMEOUT = 5
 def open_session():
 # ...
 """
-    expected = PY.replace("        return response\n",
-                          "        return response\n\n    def close(self):\n"
-                          "        self.session = None\n")
+    expected = PY.replace(
+        "        return response\n",
+        "        return response\n\n    def close(self):\n        self.session = None\n",
+    )
     assert_exact(PY, new_method, expected, "python")
 
 
@@ -362,8 +412,9 @@ def test_whole_function_replaced_by_name_without_markers() -> None:
 }
 """
     start, end = JS.index("function start"), JS.index("\n\nmodule.exports")
-    assert_exact(JS, "// ...\n" + js + "// ...\n", JS[:start] + js.rstrip("\n") + JS[end:],
-                 "javascript")
+    assert_exact(
+        JS, "// ...\n" + js + "// ...\n", JS[:start] + js.rstrip("\n") + JS[end:], "javascript"
+    )
     # In Python a snippet that just stops also parses as a whole function: with its last line
     # changed, "whole" and "stops early" read alike, so it is not sure.
     rewrite = "def open_session():\n    return Session(None)\n"
@@ -376,17 +427,19 @@ def test_whole_method_replaced_by_name_in_java_and_rust() -> None:
         return n;
     }
 """
-    expected = JAVA.replace("        return items.size();\n",
-                            "        int n = items.size();\n        return n;\n")
+    expected = JAVA.replace(
+        "        return items.size();\n", "        int n = items.size();\n        return n;\n"
+    )
     assert_exact(JAVA, snippet, expected, "java")
     rust = """    pub fn lookup(&self, name: &str) -> Option<u32> {
         let key = name.trim();
         self.names.get(key).copied()
     }
 """
-    expected = RUST.replace("        self.names.get(name).copied()\n",
-                            "        let key = name.trim();\n"
-                            "        self.names.get(key).copied()\n")
+    expected = RUST.replace(
+        "        self.names.get(name).copied()\n",
+        "        let key = name.trim();\n        self.names.get(key).copied()\n",
+    )
     assert_exact(RUST, rust, expected, "rust")
 
 
@@ -402,9 +455,13 @@ func (c *Cache) Delete(key string) {
 \tdelete(c.items, key)
 }
 """
-    expected = GO.replace("\treturn v, nil\n}\n", "\treturn v, nil\n}\n\nfunc (c *Cache) Delete("
-                          "key string) {\n\tc.mu.Lock()\n\tdefer c.mu.Unlock()\n"
-                          "\tdelete(c.items, key)\n}\n", 1)
+    expected = GO.replace(
+        "\treturn v, nil\n}\n",
+        "\treturn v, nil\n}\n\nfunc (c *Cache) Delete("
+        "key string) {\n\tc.mu.Lock()\n\tdefer c.mu.Unlock()\n"
+        "\tdelete(c.items, key)\n}\n",
+        1,
+    )
     assert_exact(GO, snippet, expected, "go")
     closer = """// ...
 function start(port) {
@@ -414,18 +471,28 @@ function start(port) {
 }
 // ...
 """
-    expected_js = JS.replace("  app.listen(port || config.port);\n",
-                             "  app.listen(port || config.port);\n  console.log('listening');\n")
+    expected_js = JS.replace(
+        "  app.listen(port || config.port);\n",
+        "  app.listen(port || config.port);\n  console.log('listening');\n",
+    )
     assert_exact(JS, closer, expected_js, "javascript")
     # The block's last statement changed with no context before it: replace or append?
-    unsure = closer.replace("  app.listen(port || config.port);\n  console.log('listening');\n",
-                            "  app.listen(port || config.port, () => console.log('up'));\n")
+    unsure = closer.replace(
+        "  app.listen(port || config.port);\n  console.log('listening');\n",
+        "  app.listen(port || config.port, () => console.log('up'));\n",
+    )
     assert_not_exact(JS, unsure, "javascript")
     # In Python the block ends where the indentation does; `return` pairs with `return`.
-    block = "    def post(self, path, data):\n        # ...\n        return None\n\n" \
-            "    def _request(self, method, url, data=None):\n"
-    assert_exact(PY, block, PY.replace('        return self._request("POST", url, data)',
-                                       "        return None"), "python")
+    block = (
+        "    def post(self, path, data):\n        # ...\n        return None\n\n"
+        "    def _request(self, method, url, data=None):\n"
+    )
+    assert_exact(
+        PY,
+        block,
+        PY.replace('        return self._request("POST", url, data)', "        return None"),
+        "python",
+    )
 
 
 def test_go_tabs_and_new_function() -> None:
@@ -440,9 +507,11 @@ func (c *Cache) Put(key, value string) {
 \tc.items[key] = value
 }
 """
-    expected = GO.replace("\tdefer c.mu.Unlock()\n\tc.items[key] = value\n",
-                          "\tdefer c.mu.Unlock()\n\tif value == \"\" {\n\t\tdelete(c.items, key)\n"
-                          "\t\treturn\n\t}\n\tc.items[key] = value\n")
+    expected = GO.replace(
+        "\tdefer c.mu.Unlock()\n\tc.items[key] = value\n",
+        '\tdefer c.mu.Unlock()\n\tif value == "" {\n\t\tdelete(c.items, key)\n'
+        "\t\treturn\n\t}\n\tc.items[key] = value\n",
+    )
     assert_exact(GO, snippet, expected, "go")
     spaced = snippet.replace("\t", "    ")  # the model wrote spaces: the file keeps its tabs
     assert_exact(GO, spaced, expected, "go")
@@ -450,17 +519,21 @@ func (c *Cache) Put(key, value string) {
 
 def test_crlf_original_keeps_its_line_endings() -> None:
     original = JS.replace("\n", "\r\n")
-    snippet = "// ...\nfunction start(port) {\n  const config = loadConfig(port);\n" \
-              "  app.listen(port || config.port);\n}\n// ...\n"
+    snippet = (
+        "// ...\nfunction start(port) {\n  const config = loadConfig(port);\n"
+        "  app.listen(port || config.port);\n}\n// ...\n"
+    )
     expected = original.replace("loadConfig();", "loadConfig(port);")
     assert_exact(original, snippet, expected, "javascript")
-    assert_exact(JS, snippet.replace("\n", "\r\n"), JS.replace("loadConfig();",
-                                                                "loadConfig(port);"), "js")
+    assert_exact(
+        JS, snippet.replace("\n", "\r\n"), JS.replace("loadConfig();", "loadConfig(port);"), "js"
+    )
 
 
 def test_only_anchor_repeated_is_not_exact() -> None:
-    original = "def a(x):\n    y = x + 1\n    return x\n\n\ndef b(x):\n    y = x * 2\n" \
-               "    return x\n"
+    original = (
+        "def a(x):\n    y = x + 1\n    return x\n\n\ndef b(x):\n    y = x * 2\n    return x\n"
+    )
     result = assert_not_exact(original, "# ...\n    log(y)\n    return x\n# ...\n", "python")
     assert result.hunks[0].status in ("ambiguous", "unplaced")
     assert "place" in result.hunks[0].reason or "weak" in result.hunks[0].reason
@@ -475,8 +548,10 @@ def test_hunk_that_matches_nothing_is_unplaced() -> None:
 def test_merge_that_breaks_the_parse_is_downgraded() -> None:
     if parser_for("javascript") is None:
         pytest.skip("tree-sitter-javascript not installed")
-    snippet = "// ...\nfunction start(port) {\n  const config = = loadConfig();\n" \
-              "  app.listen(port || config.port);\n}\n// ...\n"
+    snippet = (
+        "// ...\nfunction start(port) {\n  const config = = loadConfig();\n"
+        "  app.listen(port || config.port);\n}\n// ...\n"
+    )
     result = assert_not_exact(JS, snippet, "javascript")
     assert "syntax error" in result.hunks[0].reason
     unbalanced = snippet.replace("= = loadConfig();", "loadConfig(;")
@@ -486,9 +561,11 @@ def test_merge_that_breaks_the_parse_is_downgraded() -> None:
 def test_duplicate_definition_is_downgraded() -> None:
     if parser_for("python") is None:
         pytest.skip("tree-sitter-python not installed")
-    snippet = "# ...\n    def get(self, path):\n        url = self.base_url + path\n" \
-              "        return self._request(\"GET\", url)\n\n    def get(self, path):\n" \
-              "        return None\n\n    def post(self, path, data):\n# ...\n"
+    snippet = (
+        "# ...\n    def get(self, path):\n        url = self.base_url + path\n"
+        '        return self._request("GET", url)\n\n    def get(self, path):\n'
+        "        return None\n\n    def post(self, path, data):\n# ...\n"
+    )
     result = assert_not_exact(PY, snippet, "python")
     assert any("twice" in h.reason for h in result.hunks)
 
@@ -509,8 +586,9 @@ def test_edge_cases() -> None:
     assert spans.snippet_span == (2, 2) and spans.original_span == (3, 4)
 
 
-@pytest.mark.parametrize("language", ["python", "javascript", "typescript", "tsx", "go", "rust",
-                                      "java", "c", "cpp"])
+@pytest.mark.parametrize(
+    "language", ["python", "javascript", "typescript", "tsx", "go", "rust", "java", "c", "cpp"]
+)
 def test_grammars_load_offline(language: str) -> None:
     parser = parser_for(language)
     if parser is None:
@@ -532,8 +610,9 @@ int main(void) {
 
 
 def test_c_and_cpp() -> None:
-    snippet = "// ...\nstatic int add(int a, int b) {\n    int sum = a + b;\n    return sum;\n}\n" \
-              "// ...\n"
+    snippet = (
+        "// ...\nstatic int add(int a, int b) {\n    int sum = a + b;\n    return sum;\n}\n// ...\n"
+    )
     expected = C_SRC.replace("    return a + b;\n", "    int sum = a + b;\n    return sum;\n")
     assert_exact(C_SRC, snippet, expected, "c")
     assert_exact(C_SRC, snippet, expected, "cpp")
@@ -558,8 +637,6 @@ def test_guessed_indentation_unit_is_not_sure() -> None:
     result = assert_not_exact(original, snippet, "")
     assert "guessed" in result.hunks[0].reason
     assert result.text == "[compute_total]\n        subtotal = 2\n[report_total]\n"
-
-
 
 
 def test_imports_shown_as_a_block_replace_the_block() -> None:

@@ -24,11 +24,22 @@ from hypothesis import strategies as st
 
 from edge_spec.apply.merge import structural_merge
 
-MARKERS = ["# ... existing code ...", "// ...", "# ...", "…",
-           "// ... rest of the code unchanged ...", "# rest of the file stays the same",
-           "/* unchanged */", "// existing code", "// ... (keep existing implementation)",
-           "# ... previous code ...", "// [unchanged code]", "{/* ... */}", "-- ...",
-           "<!-- ... -->"]
+MARKERS = [
+    "# ... existing code ...",
+    "// ...",
+    "# ...",
+    "…",
+    "// ... rest of the code unchanged ...",
+    "# rest of the file stays the same",
+    "/* unchanged */",
+    "// existing code",
+    "// ... (keep existing implementation)",
+    "# ... previous code ...",
+    "// [unchanged code]",
+    "{/* ... */}",
+    "-- ...",
+    "<!-- ... -->",
+]
 TRIVIAL = ["}", "return None", "", "    pass", "else:", ")", "    }", "    return None"]
 BALANCED = [t for t in TRIVIAL if not any(c in t for c in "(){}")]
 INDENTS = ["", "    ", "        "]
@@ -58,8 +69,12 @@ def _edits(rng: random.Random, n: int) -> list[tuple[int, int, list[str], str]]:
         kind = rng.choice(["replace", "insert", "delete", "modify"])
         b = min(b, a + rng.randint(1, 4))
         # new code keeps brackets balanced, as real edits do (both files parse)
-        new = [f"{rng.choice(INDENTS)}fresh_{rng.randrange(10**6)}(x)" if rng.random() > 0.15
-               else rng.choice(BALANCED) for _ in range(rng.randint(1, 4))]
+        new = [
+            f"{rng.choice(INDENTS)}fresh_{rng.randrange(10**6)}(x)"
+            if rng.random() > 0.15
+            else rng.choice(BALANCED)
+            for _ in range(rng.randint(1, 4))
+        ]
         if kind == "insert":
             b = a
             if not any(t.strip() for t in new):  # blank lines alone have no place to go
@@ -81,8 +96,9 @@ def _slides(olines: list[str], a: int, b: int, new: list[str]) -> bool:
     return bool(new) and (new[0] == olines[b] or new[-1] == olines[a - 1])
 
 
-def _faithful(olines: list[str], edits: list[tuple[int, int, list[str], str]]
-              ) -> list[tuple[int, int, list[str], str]]:
+def _faithful(
+    olines: list[str], edits: list[tuple[int, int, list[str], str]]
+) -> list[tuple[int, int, list[str], str]]:
     out = []
     for a, b, new, kind in edits:
         if kind != "modify" and _slides(olines, a, b, new):
@@ -121,8 +137,12 @@ def make_case(seed: int) -> Case:
     return Case(original, snippet, eol.join(expected_lines) + eol, style)
 
 
-def _render(rng: random.Random, seq: list[tuple[int | None, str]],
-            changed_at: list[tuple[int, int, str]], style: str) -> str:
+def _render(
+    rng: random.Random,
+    seq: list[tuple[int | None, str]],
+    changed_at: list[tuple[int, int, str]],
+    style: str,
+) -> str:
     shown = [idx is None for idx, _ in seq]
     for start, end, kind in changed_at:
         lo_ctx, hi_ctx = (rng.randint(0, 4), rng.randint(0, 4))
@@ -159,8 +179,12 @@ def _render(rng: random.Random, seq: list[tuple[int | None, str]],
             indent = seq[run_start][1][: len(seq[run_start][1]) - len(seq[run_start][1].lstrip())]
             out.append(indent + marker)
     if style == "tabs":
-        out = ["\t" * ((len(ln) - len(ln.lstrip(" "))) // 4) + ln.lstrip(" ")
-               if not (len(ln) - len(ln.lstrip(" "))) % 4 else ln for ln in out]
+        out = [
+            "\t" * ((len(ln) - len(ln.lstrip(" "))) // 4) + ln.lstrip(" ")
+            if not (len(ln) - len(ln.lstrip(" "))) % 4
+            else ln
+            for ln in out
+        ]
     eol = "\r\n" if style == "crlf" else "\n"
     return eol.join(out) + eol
 
@@ -169,14 +193,24 @@ def _function(rng: random.Random, name: str, indent: str) -> list[str]:
     body = []
     for _ in range(rng.randint(2, 7)):
         r = rng.randrange(1000)
-        body += rng.choice([[f"x_{r} = compute(a, {r})"], [f"if a > {r}:", f"    return {r}"],
-                            ["for i in range(b):", "    total += i"], ["return None"], [""],
-                            [f"log.debug('step {r}')"]])
+        body += rng.choice(
+            [
+                [f"x_{r} = compute(a, {r})"],
+                [f"if a > {r}:", f"    return {r}"],
+                ["for i in range(b):", "    total += i"],
+                ["return None"],
+                [""],
+                [f"log.debug('step {r}')"],
+            ]
+        )
     while body and not body[-1].strip():
         body.pop()
     head = [f"{indent}@cached"] if rng.random() < 0.2 else []
-    return head + [f"{indent}def {name}(a, b):"] + [f"{indent}    {ln}" if ln else "" for ln in
-                                                     body or ["pass"]]
+    return (
+        head
+        + [f"{indent}def {name}(a, b):"]
+        + [f"{indent}    {ln}" if ln else "" for ln in body or ["pass"]]
+    )
 
 
 def make_py_case(seed: int) -> Case:
@@ -198,7 +232,7 @@ def make_py_case(seed: int) -> Case:
     new = list(old)
     if kind == "body":
         k = rng.randrange(1, len(old))
-        new[k:k + rng.randint(0, 1)] = [f"    changed_{rng.randrange(99)}(a)"]
+        new[k : k + rng.randint(0, 1)] = [f"    changed_{rng.randrange(99)}(a)"]
     elif kind == "rewrite":
         new = new[:1] + [f"    y = rewrite(a, {rng.randrange(99)})", "    return y"]
     elif kind == "append":
@@ -206,8 +240,11 @@ def make_py_case(seed: int) -> Case:
     after = [ln for it in items for ln in ["", "", *(new if it is old else it)]][2:]
     if kind == "new":
         extra = _function(rng, f"brand_{rng.randrange(99)}", "")
-        after = [ln for it in items for ln in (["", "", *it, "", "", *extra] if it is old
-                                               else ["", "", *it])][2:]
+        after = [
+            ln
+            for it in items
+            for ln in (["", "", *it, "", "", *extra] if it is old else ["", "", *it])
+        ][2:]
     elif kind == "delete":
         after = [ln for it in items if it is not old for ln in ["", "", *it]][2:]
     before = [ln for it in items for ln in ["", "", *it]][2:]
@@ -219,8 +256,15 @@ def make_py_case(seed: int) -> Case:
     return Case("\n".join(before) + "\n", snippet, "\n".join(after) + "\n", "py_" + style)
 
 
-def _py_snippet(rng: random.Random, style: str, kind: str, before: list[str],
-                after: list[str], new: list[str], old: list[str]) -> str | None:
+def _py_snippet(
+    rng: random.Random,
+    style: str,
+    kind: str,
+    before: list[str],
+    after: list[str],
+    new: list[str],
+    old: list[str],
+) -> str | None:
     marker = rng.choice(["# ... existing code ...", "# ...", "# rest unchanged"])
     if kind in ("new", "delete") or style == "diff":
         return None
@@ -228,8 +272,10 @@ def _py_snippet(rng: random.Random, style: str, kind: str, before: list[str],
         return "\n".join(new) + "\n"
     if style == "whole_marked":
         return "\n".join([marker, *new, marker]) + "\n"
-    first = next((k for k, (a, b) in enumerate(zip(old, new, strict=False)) if a != b),
-                 min(len(old), len(new)))
+    first = next(
+        (k for k, (a, b) in enumerate(zip(old, new, strict=False)) if a != b),
+        min(len(old), len(new)),
+    )
     if first < 2:
         return None  # the change is at the header: no room for a marker inside the body
     head = next(k for k, ln in enumerate(new) if ln.lstrip().startswith("def "))
@@ -243,8 +289,10 @@ def _diff_snippet(rng: random.Random, before: list[str], after: list[str]) -> st
         if op == "equal":
             seq += [(i, before[i]) for i in range(i1, i2)]
         else:
-            if j2 > j1 and ((i2 < len(before) and after[j1] == before[i2])
-                            or (i1 > 0 and after[j2 - 1] == before[i1 - 1])):
+            if j2 > j1 and (
+                (i2 < len(before) and after[j1] == before[i2])
+                or (i1 > 0 and after[j2 - 1] == before[i1 - 1])
+            ):
                 return "\n".join(after) + "\n"  # the edit slides: no snippet can say where
             changed.append((len(seq), len(seq) + j2 - j1, "insert" if op == "insert" else op))
             seq += [(None, t) for t in after[j1:j2]]
@@ -252,8 +300,11 @@ def _diff_snippet(rng: random.Random, before: list[str], after: list[str]) -> st
 
 
 def _identity(line: str) -> bool:
-    return bool(line.strip()) and line not in TRIVIAL and line.strip() not in (
-        "return None", "pass", "}")
+    return (
+        bool(line.strip())
+        and line not in TRIVIAL
+        and line.strip() not in ("return None", "pass", "}")
+    )
 
 
 def check(case: Case) -> bool:
@@ -290,11 +341,15 @@ def recall(n: int = 3000) -> None:
             total[case.style] += 1
             exact[case.style] += result.exact
     for style in sorted(total):
-        print(f"{style:16} {exact[style]:5}/{total[style]:5} exact "
-              f"({exact[style] / total[style]:.0%})")
+        print(
+            f"{style:16} {exact[style]:5}/{total[style]:5} exact "
+            f"({exact[style] / total[style]:.0%})"
+        )
     all_exact, all_total = sum(exact.values()), sum(total.values())
-    print(f"{'all':16} {all_exact:5}/{all_total:5} exact ({all_exact / all_total:.0%}), "
-          "none of them wrong")
+    print(
+        f"{'all':16} {all_exact:5}/{all_total:5} exact ({all_exact / all_total:.0%}), "
+        "none of them wrong"
+    )
 
 
 if __name__ == "__main__":

@@ -46,8 +46,12 @@ def _gaps(lines: list[bytes]) -> list[int]:
     return out
 
 
-def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer: list[bytes],
-                aligned: Sequence[tuple[int, int]] = ()) -> tuple[bool, bool]:
+def _definition(
+    original: list[bytes],
+    snippet: list[tuple[bytes, bool]],
+    answer: list[bytes],
+    aligned: Sequence[tuple[int, int]] = (),
+) -> tuple[bool, bool]:
     """By enumeration: (some reading of `answer` keeps the rules, the answer may end there)."""
     raw = [ln for ln in original if ln.strip(b" \t")]
     orig = [ln.strip(b" \t") for ln in raw]
@@ -73,22 +77,33 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer
     pins: dict[int, tuple[bytes, int]] = {}  # -> the line that follows, after so many blanks
     for o, sn in aligned:
         p, i = onum.get(o), snum.get(sn)
-        if p is not None and i is not None and i + 1 < len(items) and not items[i + 1][1] \
-                and items[i][0] == orig[p] and (p + 1 == len(orig) or orig[p + 1] != items[i + 1][0]):
+        if (
+            p is not None
+            and i is not None
+            and i + 1 < len(items)
+            and not items[i + 1][1]
+            and items[i][0] == orig[p]
+            and (p + 1 == len(orig) or orig[p + 1] != items[i + 1][0])
+        ):
             pins.setdefault(p, (items[i + 1][0], sgap[i + 1]))
     context = {onum[o] for o, _ in aligned if o in onum}
-    read = {snum[sn] for o, sn in aligned if sn in snum and o in onum
-            and raw[onum[o]].rstrip(b" \t") == snippet[sn][0].rstrip(b" \t")}
+    read = {
+        snum[sn]
+        for o, sn in aligned
+        if sn in snum and o in onum and raw[onum[o]].rstrip(b" \t") == snippet[sn][0].rstrip(b" \t")
+    }
     # Lines the snippet shows only as context: never new code.
     only_context = {k for i, (k, _) in enumerate(items) if i in read} - {
-        k for i, (k, m) in enumerate(items) if not m and i not in read}
+        k for i, (k, m) in enumerate(items) if not m and i not in read
+    }
     ctx_of = {snum[sn]: onum[o] for o, sn in aligned if sn in snum and snum[sn] in read}
     next_of = {p: {ctx_of[i + 1]} if i + 1 in ctx_of else set() for i, p in ctx_of.items()}
     # Lines shown only in hunks some context line of which a sure placement reads.
-    hunk_of = [sum(m for _, m in items[:i + 1]) for i in range(len(items))]
+    hunk_of = [sum(m for _, m in items[: i + 1]) for i in range(len(items))]
     sure_hunks = {hunk_of[i] for i in read}
     sure = {k for i, (k, _) in enumerate(items) if hunk_of[i] in sure_hunks} - {
-        k for i, (k, m) in enumerate(items) if not m and hunk_of[i] not in sure_hunks}
+        k for i, (k, m) in enumerate(items) if not m and hunk_of[i] not in sure_hunks
+    }
     ans = _keys(answer)
 
     def goes_on(i: int, last: bytes, blanks: int) -> bool:
@@ -96,25 +111,42 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer
         return i > 0 and not items[i - 1][1] and items[i - 1][0] == last and blanks >= sgap[i]
 
     def start_ok(key: bytes) -> bool:  # (a sure hunk that opens with context: as its copy)
-        return any(k == key and not m and (i == 0 or items[i - 1][1]) and i not in read
-                   for i, (k, m) in enumerate(items))
+        return any(
+            k == key and not m and (i == 0 or items[i - 1][1]) and i not in read
+            for i, (k, m) in enumerate(items)
+        )
 
     def on_ok(key: bytes, last: bytes, blanks: int) -> bool:
-        return any(k == key and not m and goes_on(i, last, blanks) for i, (k, m) in enumerate(items))
+        return any(
+            k == key and not m and goes_on(i, last, blanks) for i, (k, m) in enumerate(items)
+        )
 
     def past(p: int, last: bytes) -> int:
-        return next((j + 1 for j in range(p + 1, len(orig))
-                     if orig[j] == last and _depth(raw[j]) == end_depth.get(last)), len(orig))
+        return next(
+            (
+                j + 1
+                for j in range(p + 1, len(orig))
+                if orig[j] == last and _depth(raw[j]) == end_depth.get(last)
+            ),
+            len(orig),
+        )
 
     def skip_ok(p: int, k: int, j: int, last: bytes, blanks: int) -> bool:
         if orig[j] in shown:
-            resumes = any(key == orig[j] and goes_on(i, last, blanks)
-                          for i, (key, m) in enumerate(items) if not m)
+            resumes = any(
+                key == orig[j] and goes_on(i, last, blanks)
+                for i, (key, m) in enumerate(items)
+                if not m
+            )
             here = k != 0 or last not in sure or p in context  # (as for new code below)
             if k == 0 and p in next_of:  # from a sure hunk's context: where its next line is
                 return resumes and j in next_of[p]
-            return resumes and here and (k != 0 or (p >= 0 and orig[p] in shown)) and (
-                orig[j] not in only_context or j in context)
+            return (
+                resumes
+                and here
+                and (k != 0 or (p >= 0 and orig[p] in shown))
+                and (orig[j] not in only_context or j in context)
+            )
         if last not in wide or p < 0 or k >= 0 or j > past(p, last):
             return False
         skipped = [_depth(raw[x]) for x in range(p + 1, j)]
@@ -138,15 +170,22 @@ def _definition(original: list[bytes], snippet: list[tuple[bytes, bool]], answer
                 same = k >= 0 and p + k + 1 < len(orig) and orig[p + k + 1] == key
                 if not same or p + k + 1 not in context:  # a context line is no new code
                     out.add((p, k + 1 if same else -1))
-            out.update((j, 0) for j in range(p + 1, len(orig)) if orig[j] == key
-                       and ((j == p + 1 and blanks >= ogap[j])
-                            or (j > p + 1 and skip_ok(p, k, j, last, blanks))))
+            out.update(
+                (j, 0)
+                for j in range(p + 1, len(orig))
+                if orig[j] == key
+                and (
+                    (j == p + 1 and blanks >= ogap[j])
+                    or (j > p + 1 and skip_ok(p, k, j, last, blanks))
+                )
+            )
         return frozenset(out)
 
     ok = all(finals(i) for i in range(len(ans) + 1))
-    end = ok and (any(p == len(orig) - 1 and (k != 0 or p not in pins)
-                      for p, k in finals(len(ans))) or (
-        bool(items) and not items[-1][1] and bool(ans) and ans[-1] == shown[-1]))
+    end = ok and (
+        any(p == len(orig) - 1 and (k != 0 or p not in pins) for p, k in finals(len(ans)))
+        or (bool(items) and not items[-1][1] and bool(ans) and ans[-1] == shown[-1])
+    )
     return ok, end
 
 
@@ -159,20 +198,30 @@ def _walk(order: LineOrder, answer: list[bytes]) -> tuple[bool, bool]:
     return True, order.may_end(state)
 
 
-def _aligned(rng: random.Random, original: list[bytes],
-             snippet: list[tuple[bytes, bool]]) -> list[tuple[int, int]]:
+def _aligned(
+    rng: random.Random, original: list[bytes], snippet: list[tuple[bytes, bool]]
+) -> list[tuple[int, int]]:
     """Random context pairs: snippet lines read as equal original lines (as a merge would)."""
-    pairs = [(o, s) for o, a in enumerate(original) for s, (b, m) in enumerate(snippet)
-             if not m and a.strip(b" \t") and a.strip(b" \t") == b.strip(b" \t")]
+    pairs = [
+        (o, s)
+        for o, a in enumerate(original)
+        for s, (b, m) in enumerate(snippet)
+        if not m and a.strip(b" \t") and a.strip(b" \t") == b.strip(b" \t")
+    ]
     return rng.sample(pairs, min(len(pairs), rng.randint(0, 2)))
 
 
 def _random_case(rng: random.Random) -> tuple[list[bytes], list[tuple[bytes, bool]], list[bytes]]:
     words = [b"a", b"b", b"c", b"}", b"x = 1", b""]  # blank lines too: their counts matter
-    original = [b" " * rng.choice((0, 0, 2, 4)) + rng.choice(words) for _ in range(rng.randint(0, 7))]
-    snippet = [(b" " * rng.choice((0, 2, 4)) + rng.choice(words + [b"new"]), False)
-               if rng.random() < 0.75 else (b"# ...", True)
-               for _ in range(rng.randint(0, 5))]
+    original = [
+        b" " * rng.choice((0, 0, 2, 4)) + rng.choice(words) for _ in range(rng.randint(0, 7))
+    ]
+    snippet = [
+        (b" " * rng.choice((0, 2, 4)) + rng.choice(words + [b"new"]), False)
+        if rng.random() < 0.75
+        else (b"# ...", True)
+        for _ in range(rng.randint(0, 5))
+    ]
     pool = _keys(original) + [k for k, m in snippet if not m] + [b"", b"zz"]
     answer = [rng.choice(pool) for _ in range(rng.randint(0, 8))]
     return original, snippet, answer
@@ -185,7 +234,11 @@ def test_random_answers_agree_with_the_definition() -> None:
         aligned = _aligned(rng, original, snippet)
         order = LineOrder(original, snippet, aligned)
         assert _walk(order, answer) == _definition(original, snippet, answer, aligned), (
-            original, snippet, answer, aligned)
+            original,
+            snippet,
+            answer,
+            aligned,
+        )
 
 
 def test_barred_lines_are_the_ones_no_reading_reaches() -> None:
@@ -208,8 +261,13 @@ def test_barred_lines_are_the_ones_no_reading_reaches() -> None:
 
 def _dev_tasks() -> list[dict]:
     ex = DEV.parents[2] / "examples" / "apply"  # a method replaced with no context line
-    demo = {"id": "demo", "language": "python", "original": (ex / "original.py").read_text(),
-            "update": (ex / "update.py").read_text(), "expected": (ex / "expected.py").read_text()}
+    demo = {
+        "id": "demo",
+        "language": "python",
+        "original": (ex / "original.py").read_text(),
+        "update": (ex / "update.py").read_text(),
+        "expected": (ex / "expected.py").read_text(),
+    }
     return [demo] + [json.loads(x) for x in DEV.read_text().splitlines() if x.strip()]
 
 
@@ -217,8 +275,9 @@ def _dev_tasks() -> list[dict]:
 def test_every_expected_dev_file_keeps_the_order(task: dict) -> None:
     original, update = task["original"], task["update"]
     own = set(snippet_markers(original, update, detect_language(task.get("language") or "")))
-    snippet = [(ln.encode(), bool(MARKER.match(ln)) or ln.strip() in own)
-               for ln in update.split("\n")]
+    snippet = [
+        (ln.encode(), bool(MARKER.match(ln)) or ln.strip() in own) for ln in update.split("\n")
+    ]
     order = LineOrder([ln.encode() for ln in original.split("\n")], snippet)
     assert _walk(order, [ln.encode() for ln in task["expected"].split("\n")]) == (True, True)
 
@@ -291,8 +350,10 @@ def test_engine_apply_keeps_the_order_by_default() -> None:
 
 
 def _order(original: str, snippet: str) -> LineOrder:
-    return LineOrder([ln.encode() for ln in original.split("\n")],
-                     [(ln.encode(), ln.startswith("# ...")) for ln in snippet.split("\n")])
+    return LineOrder(
+        [ln.encode() for ln in original.split("\n")],
+        [(ln.encode(), ln.startswith("# ...")) for ln in snippet.split("\n")],
+    )
 
 
 def test_a_copied_run_keeps_at_least_its_blank_lines() -> None:
@@ -306,9 +367,12 @@ def test_a_copied_run_keeps_at_least_its_blank_lines() -> None:
     assert b"return 1" in order.barred(inside, 0)
     assert order.step(inside, b"return 1", 1).pos is not None
     assert _walk(order, [b"import os", b"", b"def f():", b"    pass", b"", b"    return 1"]) == (
-        False, False)
-    assert _walk(order, [b"import os", b"", b"", b"def f():", b"    pass", b"", b"    return 1"]
-                 ) == (True, True)
+        False,
+        False,
+    )
+    assert _walk(
+        order, [b"import os", b"", b"", b"def f():", b"    pass", b"", b"    return 1"]
+    ) == (True, True)
 
 
 def test_a_hunk_that_ends_on_a_line_of_the_original_resumes_there() -> None:
@@ -318,10 +382,21 @@ def test_a_hunk_that_ends_on_a_line_of_the_original_resumes_there() -> None:
     assert b"x = 1" in order.barred(state)  # dropping `import sys` is no merge
     assert _walk(order, [b"import os", b"import sys", b"", b"x = 1"]) == (True, True)
     # A hunk of new lines still replaces the block it stands for (a method replaced by name).
-    method = _order("class A:\n    def f(self):\n        return 1\n\n    def g(self):\n        pass",
-                    "# ...\n    def f(self):\n        return 2\n# ...")
-    assert _walk(method, [b"class A:", b"    def f(self):", b"        return 2", b"",
-                          b"    def g(self):", b"        pass"]) == (True, True)
+    method = _order(
+        "class A:\n    def f(self):\n        return 1\n\n    def g(self):\n        pass",
+        "# ...\n    def f(self):\n        return 2\n# ...",
+    )
+    assert _walk(
+        method,
+        [
+            b"class A:",
+            b"    def f(self):",
+            b"        return 2",
+            b"",
+            b"    def g(self):",
+            b"        pass",
+        ],
+    ) == (True, True)
 
 
 def test_the_copy_of_a_hunks_context_line_goes_on_with_the_hunk() -> None:
@@ -332,9 +407,11 @@ def test_the_copy_of_a_hunks_context_line_goes_on_with_the_hunk() -> None:
     free = _order(original, snippet)
     assert _walk(free, copied) == (True, True)
     # A sure placement reads both imports as the hunk's context: after `import sys` it goes on.
-    order = LineOrder([ln.encode() for ln in original.split("\n")],
-                      [(ln.encode(), ln.startswith("# ...")) for ln in snippet.split("\n")],
-                      [(0, 0), (1, 1), (3, 4)])
+    order = LineOrder(
+        [ln.encode() for ln in original.split("\n")],
+        [(ln.encode(), ln.startswith("# ...")) for ln in snippet.split("\n")],
+        [(0, 0), (1, 1), (3, 4)],
+    )
     state = order.step(order.step(OrderState(), b"import os"), b"import sys")
     assert b"import pytest" in order.barred(state)
     assert b"import typing" not in order.barred(state)
@@ -355,8 +432,14 @@ def test_at_a_dead_end_the_guard_lets_the_order_go() -> None:
     lines = [*original, b"a"]
 
     def guard(order: bool) -> LineSet:
-        return LineSet(index, lines, [b"```"], [b"c", b"a"],
-                       LineOrder(original, snippet) if order else None, spill=1)
+        return LineSet(
+            index,
+            lines,
+            [b"```"],
+            [b"c", b"a"],
+            LineOrder(original, snippet) if order else None,
+            spill=1,
+        )
 
     ordered, free = guard(True), guard(False)
     state, loose = ordered.start(b"```\n"), free.start(b"```\n")
@@ -368,8 +451,9 @@ def test_at_a_dead_end_the_guard_lets_the_order_go() -> None:
     assert 3 in got.ids.tolist() and 0 not in got.ids.tolist()  # "c", not the end of text
     # Before the dead end the order still bars: after "a" only the order's lines.
     first = ordered.advance(ordered.start(b"```\n"), b"a\n")
-    assert set(ordered.banned(first).ids.tolist()) < set(free.banned(
-        free.advance(free.start(b"```\n"), b"a\n")).ids.tolist())
+    assert set(ordered.banned(first).ids.tolist()) < set(
+        free.banned(free.advance(free.start(b"```\n"), b"a\n")).ids.tolist()
+    )
 
 
 def test_the_order_guard_keeps_each_lines_indentation() -> None:
@@ -394,11 +478,15 @@ def test_a_reindented_snippet_leaves_indentation_free() -> None:
 def test_a_sure_hunks_leading_context_pairs_with_the_line_it_stands_on() -> None:
     # The longest equal run would pair the snippet's first `});` with the original's only one
     # through the new block's own `});`; the placement anchors the leading context instead.
-    original = ("test('first', async t => {\n  t.is(await compute(41), 42);\n});\n\n"
-                "test('last', async t => {\n  t.pass();\n});\n")
-    update = ("// ... existing code ...\n  t.is(await compute(41), 42);\n});\n\n"
-              "test('middle', async t => {\n  t.truthy(await compute(1));\n});\n\n"
-              "test('last', async t => {\n  t.pass();\n// ... existing code ...\n")
+    original = (
+        "test('first', async t => {\n  t.is(await compute(41), 42);\n});\n\n"
+        "test('last', async t => {\n  t.pass();\n});\n"
+    )
+    update = (
+        "// ... existing code ...\n  t.is(await compute(41), 42);\n});\n\n"
+        "test('middle', async t => {\n  t.truthy(await compute(1));\n});\n\n"
+        "test('last', async t => {\n  t.pass();\n// ... existing code ...\n"
+    )
     merge = structural_merge(original, update, "javascript")
     assert merge.exact
     assert (2, 2) in context_pairs(original, update, merge)  # `});`: the original's line 2
@@ -406,7 +494,9 @@ def test_a_sure_hunks_leading_context_pairs_with_the_line_it_stands_on() -> None
 
 def test_the_copy_of_the_line_before_a_sure_insertion_goes_on_with_it() -> None:
     original = "def a():\n    return 1\n\n\ndef c():\n    return 3\n"
-    update = "# ... existing code ...\ndef b():\n    return 2\n\n\ndef c():\n# ... existing code ...\n"
+    update = (
+        "# ... existing code ...\ndef b():\n    return 2\n\n\ndef c():\n# ... existing code ...\n"
+    )
     merge = structural_merge(original, update, "python")
     follows = hunk_follows(original, merge)
     assert merge.exact and follows == [(1, b"def b():", 2)]
@@ -429,8 +519,15 @@ def test_a_sure_hunks_context_line_is_a_copy_and_keeps_the_spacing_after_it() ->
     snippet = [(ln.encode(), ln.startswith("# ...")) for ln in update.split("\n")]
     order = LineOrder([ln.encode() for ln in original.split("\n")], snippet, aligned)
     free = LineOrder([ln.encode() for ln in original.split("\n")], snippet)
-    tight = [b"}", b"extensions = []", b"heading = 3", b"", b"# HTML", b"html_theme = 'click'",
-             b"html_logo = 'logo'"]
+    tight = [
+        b"}",
+        b"extensions = []",
+        b"heading = 3",
+        b"",
+        b"# HTML",
+        b"html_theme = 'click'",
+        b"html_logo = 'logo'",
+    ]
     assert _walk(free, tight) == (True, True)
     assert _walk(order, tight) == (False, False)
     assert _walk(order, [ln.encode() for ln in merge.text.split("\n")]) == (True, True)
@@ -439,18 +536,31 @@ def test_a_sure_hunks_context_line_is_a_copy_and_keeps_the_spacing_after_it() ->
 def test_a_sure_hunk_goes_on_only_where_it_stands() -> None:
     # `@pytest.mark.parametrize(` opens many tests. The hunk's new one follows the line it
     # stands on (`click.style(...)`), so an earlier copy of it may not go on with the hunk.
-    original = ("@pytest.mark.parametrize(\n    \"value\",\n    [1],\n)\ndef test_a(value):\n"
-                "    click.style(value)\n\n\n@pytest.mark.parametrize((\"t\", \"e\"), [1])\n"
-                "def test_b(t, e):\n    assert t == e\n")
-    update = ("# ... existing code ...\n    click.style(value)\n\n\n@pytest.mark.parametrize(\n"
-              "    (\"t\", \"e\"),\n    [1],\n)\ndef test_b(t, e):\n    assert t == e\n")
+    original = (
+        '@pytest.mark.parametrize(\n    "value",\n    [1],\n)\ndef test_a(value):\n'
+        '    click.style(value)\n\n\n@pytest.mark.parametrize(("t", "e"), [1])\n'
+        "def test_b(t, e):\n    assert t == e\n"
+    )
+    update = (
+        "# ... existing code ...\n    click.style(value)\n\n\n@pytest.mark.parametrize(\n"
+        '    ("t", "e"),\n    [1],\n)\ndef test_b(t, e):\n    assert t == e\n'
+    )
     merge = structural_merge(original, update, "python")
     assert merge.exact and merge.text.count("@pytest.mark.parametrize(\n") == 2
     snippet = [(ln.encode(), ln.startswith("# ...")) for ln in update.split("\n")]
-    order = LineOrder([ln.encode() for ln in original.split("\n")], snippet,
-                      context_pairs(original, update, merge))
+    order = LineOrder(
+        [ln.encode() for ln in original.split("\n")],
+        snippet,
+        context_pairs(original, update, merge),
+    )
     free = LineOrder([ln.encode() for ln in original.split("\n")], snippet)
-    early = [b"@pytest.mark.parametrize(", b'    ("t", "e"),', b"    [1],", b")",
-             b"def test_b(t, e):", b"    assert t == e"]
+    early = [
+        b"@pytest.mark.parametrize(",
+        b'    ("t", "e"),',
+        b"    [1],",
+        b")",
+        b"def test_b(t, e):",
+        b"    assert t == e",
+    ]
     assert _walk(free, early)[0] and not _walk(order, early)[0]
     assert _walk(order, [ln.encode() for ln in merge.text.split("\n")]) == (True, True)

@@ -27,8 +27,12 @@ def test_counts_match_a_whole_token_diff_on_dev_tasks() -> None:
         for a, b in ((t["original"], t["expected"]), (t["expected"], t["original"])):
             pred, out = _tok(vocab, a), _tok(vocab, b)
             acc, rej = prediction_counts(pred, out, nl)
-            full = sum(m.size for m in difflib.SequenceMatcher(
-                None, pred, out, autojunk=False).get_matching_blocks())
+            full = sum(
+                m.size
+                for m in difflib.SequenceMatcher(
+                    None, pred, out, autojunk=False
+                ).get_matching_blocks()
+            )
             assert acc + rej == len(pred)
             # A line-aligned diff can miss matches that cross line pairs, never invent any.
             assert full * 0.98 <= acc <= full, (t["id"], acc, full)

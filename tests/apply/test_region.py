@@ -18,13 +18,18 @@ from edge_spec.engine import Engine
 from edge_spec.runtimes.fake import FakeRuntime
 
 FNS = "".join(f"def f{i}(x):\n    y = x + {i}\n    return y\n\n\n" for i in range(12))
-CLASSES = "".join(f"class {c}:\n    def run(self):\n        total = 0\n        total += 1\n"
-                  "        return total\n\n\n" for c in "AB")
+CLASSES = "".join(
+    f"class {c}:\n    def run(self):\n        total = 0\n        total += 1\n"
+    "        return total\n\n\n"
+    for c in "AB"
+)
 ORIG = "import os\n\n\n" + FNS + CLASSES.rstrip("\n") + "\n"
 # f1's edit is sure (a whole definition by name); the `run` edit fits class A and class B.
-SNIP = ("# ... existing code ...\ndef f1(x):\n    y = x + 100\n    return y\n"
-        "# ... existing code ...\n    def run(self):\n        total = 0\n        total += 2\n"
-        "        return total\n")
+SNIP = (
+    "# ... existing code ...\ndef f1(x):\n    y = x + 100\n    return y\n"
+    "# ... existing code ...\n    def run(self):\n        total = 0\n        total += 2\n"
+    "        return total\n"
+)
 
 
 def _plan(original: str = ORIG, snippet: str = SNIP, **kw: object) -> RegionPlan | None:
@@ -39,8 +44,9 @@ def _rebuilt(plan: RegionPlan) -> str:
 
 
 def _answer(text: str) -> ApplyResult:
-    return ApplyResult(text=text, raw=text, stats=Stats(finish_reason="stop", output_tokens=3),
-                       template="t")
+    return ApplyResult(
+        text=text, raw=text, stats=Stats(finish_reason="stop", output_tokens=3), template="t"
+    )
 
 
 def test_one_window_around_the_unsure_hunk_the_sure_one_settled() -> None:
@@ -70,9 +76,11 @@ def test_no_regions_when_sure_unplaced_or_too_wide() -> None:
 
 
 def test_a_sure_hunk_a_window_cuts_goes_into_it() -> None:
-    snip = ("# ... existing code ...\ndef f11(x):\n    y = x + 110\n    return y\n"
-            "# ... existing code ...\n    def run(self):\n        total = 0\n        total += 2\n"
-            "        return total\n")
+    snip = (
+        "# ... existing code ...\ndef f11(x):\n    y = x + 110\n    return y\n"
+        "# ... existing code ...\n    def run(self):\n        total = 0\n        total += 2\n"
+        "        return total\n"
+    )
     plan = _plan(snippet=snip, region_context=8)
     assert plan is not None
     (win,) = plan.windows
@@ -86,8 +94,12 @@ def test_crlf_no_final_newline_and_streaming() -> None:
     plan = _plan(original=orig, region_context=3)
     assert plan is not None and plan.eol == "\r\n" and not plan.final
     got: list[str] = []
-    res = run_regions(plan, lambda w, cb: (cb(w.merged[:10]) if cb else None,
-                                           _answer(w.merged))[1], got.append, orig)
+    res = run_regions(
+        plan,
+        lambda w, cb: (cb(w.merged[:10]) if cb else None, _answer(w.merged))[1],
+        got.append,
+        orig,
+    )
     assert res.text == structural_merge(orig, SNIP, "python").text
     assert "".join(got) == res.text and res.engine == "region"
     assert res.regions and res.regions[0]["hunks"] == [2] and res.stats.output_tokens == 3
@@ -99,8 +111,9 @@ def test_dev_tasks_rebuild_to_the_merge() -> None:
     for name in ("code_apply_dev.jsonl.gz", "code_apply_dev_small_messy.jsonl.gz"):
         for line in read_text(DATA / name).splitlines():
             t = json.loads(line)
-            merge = structural_merge(t["original"], t["update"], t.get("language", ""),
-                                     t.get("path"))
+            merge = structural_merge(
+                t["original"], t["update"], t.get("language", ""), t.get("path")
+            )
             plan = plan_regions(t["original"], t["update"], merge, ApplySettings(), force=True)
             if plan is None:
                 continue
@@ -130,8 +143,12 @@ def test_engine_region_runs_the_model_on_the_window_only() -> None:
     assert res.stats.output_tokens < len(rt.tokenize(ORIG)) / 2
     assert [v["status"] for v in res.verdicts] == ["exact", "ambiguous"]
     # The fake wrote exactly the merge's unsure guess: that confirms nothing, so it is suspect.
-    assert any(p.startswith(f"the answer for lines {win.start + 1}-{win.end} is the structural "
-                            "merge's own guess") for p in res.suspect), res.suspect
+    assert any(
+        p.startswith(
+            f"the answer for lines {win.start + 1}-{win.end} is the structural merge's own guess"
+        )
+        for p in res.suspect
+    ), res.suspect
     whole = eng.apply(ORIG, SNIP, path="x.py", engine="model")
     assert whole.engine == "model" and not whole.regions
 
@@ -144,7 +161,6 @@ def test_region_result_json_fields(engine: str) -> None:
     rt = FakeRuntime(follow="```\n" + plan.windows[0].merged + "```\n", n_ctx=8192)
     cfg = EngineConfig().override(kind="reference", region_context=2)
     cfg = replace(cfg, apply=replace(cfg.apply, choose_max=0))  # the region path itself
-    res = Engine(rt, None, cfg).apply(
-        ORIG, SNIP, path="x.py", engine=engine)
+    res = Engine(rt, None, cfg).apply(ORIG, SNIP, path="x.py", engine=engine)
     d = res.to_dict()
     assert d["engine"] == "region" and d["regions"][0]["output_tokens"] > 0

@@ -29,10 +29,26 @@ def test_bench_smollm2_two_tasks(smollm2_path: Path, tmp_path: Path) -> None:
     lines = SMALL_TASKS.read_text().splitlines()[:2]
     tasks.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out"
-    res = CliRunner().invoke(main, ["bench", "--tasks", str(tasks), "--model", str(smollm2_path),
-                                    "--modes", "plain,spec-adaptive,hf-assisted,llama-server-ngram-simple",
-                                    "--max-tokens", "48", "--n-ctx", "4096", "--out", str(out),
-                                    "--json"], env={"LLAMA_SERVER": ""})
+    res = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "--tasks",
+            str(tasks),
+            "--model",
+            str(smollm2_path),
+            "--modes",
+            "plain,spec-adaptive,hf-assisted,llama-server-ngram-simple",
+            "--max-tokens",
+            "48",
+            "--n-ctx",
+            "4096",
+            "--out",
+            str(out),
+            "--json",
+        ],
+        env={"LLAMA_SERVER": ""},
+    )
     assert res.exit_code == 0, res.output
     assert "skipping the llama-server modes" in res.stderr  # no binary here: said, not faked
     records = json.loads((out / "results.json").read_text())
@@ -56,8 +72,11 @@ def test_parse_hf_modes() -> None:
 
     modes = parse_modes("hf-plain,hf-pld,hf-pld-4,hf-assisted")
     assert [(m.name, m.peer, m.param) for m in modes[1:]] == [
-        ("hf-plain", "hf-plain", None), ("hf-pld", "hf-pld", 10), ("hf-pld-4", "hf-pld", 4),
-        ("hf-assisted", "hf-assisted", None)]
+        ("hf-plain", "hf-plain", None),
+        ("hf-pld", "hf-pld", 10),
+        ("hf-pld-4", "hf-pld", 4),
+        ("hf-assisted", "hf-assisted", None),
+    ]
     assert baseline_of("hf-pld-4") == "hf-plain" and baseline_of("spec-fixed-8") == "plain"
     with pytest.raises(UserError):
         parse_modes("hf-warp")
@@ -72,10 +91,29 @@ def test_bench_hf_peer_smollm2(smollm2_path: Path, tmp_path: Path, capsys) -> No
     tasks.write_text(json.dumps(load_tasks(n=1)[0]) + "\n")  # the smallest task
     out = tmp_path / "out"
     modes = ["plain", "hf-plain", "hf-pld", "hf-assisted"]
-    res = CliRunner().invoke(main, ["bench", "--tasks", str(tasks), "--model", str(smollm2_path),
-                                    "--drafter", str(smollm2_path), "--modes", ",".join(modes),
-                                    "--max-tokens", "24", "--threads", "1", "--n-ctx", "4096",
-                                    "--out", str(out), "--json"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "--tasks",
+            str(tasks),
+            "--model",
+            str(smollm2_path),
+            "--drafter",
+            str(smollm2_path),
+            "--modes",
+            ",".join(modes),
+            "--max-tokens",
+            "24",
+            "--threads",
+            "1",
+            "--n-ctx",
+            "4096",
+            "--out",
+            str(out),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     records = json.loads((out / "results.json").read_text())
     assert [r["mode"] for r in records] == modes
@@ -83,22 +121,29 @@ def test_bench_hf_peer_smollm2(smollm2_path: Path, tmp_path: Path, capsys) -> No
         assert all(f in r for f in RESULT_FIELDS) and not r["error"], r.get("error")
         assert r["output_tokens"] and r["decode_tok_s"] > 0 and r["prefill_ms"] > 0
     hf = [r for r in records if r["mode"].startswith("hf-")]
-    assert all(isinstance(r["match_plain"], bool) and isinstance(r["match_hf_plain"], bool)
-               for r in hf)
+    assert all(
+        isinstance(r["match_plain"], bool) and isinstance(r["match_hf_plain"], bool) for r in hf
+    )
     summary = json.loads(res.stdout)["summary"]
     assert summary["hf-pld"]["baseline"] == "hf-plain" and summary["hf-pld"]["speedup"]
     with capsys.disabled():
-        print("\n" + "\n".join(f"[bench hf] {r['mode']:<12} {r['output_tokens']} tok, "
-                               f"{r['decode_tok_s']} tok/s, tok/forward {r['tokens_per_forward']}, "
-                               f"= plain {r['match_plain']}, = hf-plain {r.get('match_hf_plain')}"
-                               for r in records))
+        print(
+            "\n"
+            + "\n".join(
+                f"[bench hf] {r['mode']:<12} {r['output_tokens']} tok, "
+                f"{r['decode_tok_s']} tok/s, tok/forward {r['tokens_per_forward']}, "
+                f"= plain {r['match_plain']}, = hf-plain {r.get('match_hf_plain')}"
+                for r in records
+            )
+        )
 
 
 def test_parse_llama_server_modes() -> None:
     from edge_spec.bench.modes import baseline_of
 
-    modes = parse_modes("llama-server,llama-server-ngram-simple,llama-server-ngram-mod,"
-                        "llama-server-draft")
+    modes = parse_modes(
+        "llama-server,llama-server-ngram-simple,llama-server-ngram-mod,llama-server-draft"
+    )
     assert [m.peer for m in modes[1:]] == ["llama-server"] * 4
     assert baseline_of("llama-server-ngram-mod") == "llama-server"
 
@@ -113,9 +158,24 @@ def test_llama_server_peer(smollm2_path: Path, tmp_path: Path) -> None:
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(SMALL_TASKS.read_text().splitlines()[0] + "\n")
     out = tmp_path / "out"
-    res = CliRunner().invoke(main, ["bench", "--tasks", str(tasks), "--model", str(smollm2_path),
-                                    "--modes", "plain,llama-server,llama-server-ngram-simple",
-                                    "--max-tokens", "48", "--n-ctx", "4096", "--out", str(out)])
+    res = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "--tasks",
+            str(tasks),
+            "--model",
+            str(smollm2_path),
+            "--modes",
+            "plain,llama-server,llama-server-ngram-simple",
+            "--max-tokens",
+            "48",
+            "--n-ctx",
+            "4096",
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     records = json.loads((out / "results.json").read_text())
     peer = [r for r in records if r["mode"].startswith("llama-server")]

@@ -13,22 +13,37 @@ from edge_spec.bench.outcome import OUTCOMES, classify, layout_equal, outcome_ta
 from edge_spec.cli.main import main
 
 FNS = "".join(f"def f{i}(x):\n    y = x + {i}\n    return y\n\n\n" for i in range(12))
-CLASSES = "".join(f"class {c}:\n    def run(self):\n        total = 0\n        total += 1\n"
-                  "        return total\n\n\n" for c in "AB")
+CLASSES = "".join(
+    f"class {c}:\n    def run(self):\n        total = 0\n        total += 1\n"
+    "        return total\n\n\n"
+    for c in "AB"
+)
 ORIG = "import os\n\n\n" + FNS + CLASSES.rstrip("\n") + "\n"
 # A whole definition by name: the merge is sure of it.
-SURE = "# ... existing code ...\ndef f1(x):\n    y = x + 100\n    return y\n# ... existing code ...\n"
+SURE = (
+    "# ... existing code ...\ndef f1(x):\n    y = x + 100\n    return y\n# ... existing code ...\n"
+)
 SURE_EXPECTED = ORIG.replace("y = x + 1\n", "y = x + 100\n")
 # The `run` edit fits class A and class B: unsure, placed, a window around it (by region).
-UNSURE = ("# ... existing code ...\n    def run(self):\n        total = 0\n        total += 2\n"
-          "        return total\n")
-UNSURE_EXPECTED = ORIG[:ORIG.index("class B:")] + ORIG[ORIG.index("class B:"):].replace(
-    "total += 1", "total += 2")
+UNSURE = (
+    "# ... existing code ...\n    def run(self):\n        total = 0\n        total += 2\n"
+    "        return total\n"
+)
+UNSURE_EXPECTED = ORIG[: ORIG.index("class B:")] + ORIG[ORIG.index("class B:") :].replace(
+    "total += 1", "total += 2"
+)
 
 
 def _task(tid: str, update: str, expected: str) -> dict[str, str]:
-    return {"id": tid, "language": "python", "path": "m.py", "original": ORIG,
-            "update": update, "expected": expected, "instruction": "Edit the code"}
+    return {
+        "id": tid,
+        "language": "python",
+        "path": "m.py",
+        "original": ORIG,
+        "update": update,
+        "expected": expected,
+        "instruction": "Edit the code",
+    }
 
 
 def _write(path: Path, tasks: list[dict[str, str]]) -> Path:
@@ -63,25 +78,43 @@ def test_user_outcome_reads_the_record_as_edge_spec_run_would() -> None:
     naive = {**ok, "text": "x = 2\n", "lazy_lines": [3], "fallback": "naive"}
     assert user_outcome(naive, exp)["outcome"] == "wrong_flagged"
     said_no = {"error": "UserError: hunk 1 is ambiguous", "refusal": "hunk 1 is ambiguous"}
-    assert user_outcome(said_no, exp) == {"outcome": "refused", "refused_right": None,
-                                          "warned": None}
+    assert user_outcome(said_no, exp) == {
+        "outcome": "refused",
+        "refused_right": None,
+        "warned": None,
+    }
     crash = {"error": "KeyError: 'prompt'"}
     assert user_outcome(crash, exp)["outcome"] is None
 
 
 def test_outcome_table_counts_and_seconds_per_path() -> None:
-    recs = [{"mode": "plain", "outcome": "right", "engine_used": "merge", "e2e_ms": ms}
-            for ms in (1.0, 2.0, 3.0)]
-    recs += [{"mode": "plain", "outcome": "refused", "refused_right": True,
-              "engine_used": "region", "e2e_ms": 4000.0},
-             {"mode": "plain", "outcome": "wrong_silent", "engine_used": "model", "e2e_ms": 6000.0},
-             {"mode": "plain", "outcome": None, "engine_used": None, "e2e_ms": None},
-             {"mode": "llamacpp-pld", "outcome": None, "engine_used": None, "e2e_ms": 9.0}]
+    recs = [
+        {"mode": "plain", "outcome": "right", "engine_used": "merge", "e2e_ms": ms}
+        for ms in (1.0, 2.0, 3.0)
+    ]
+    recs += [
+        {
+            "mode": "plain",
+            "outcome": "refused",
+            "refused_right": True,
+            "engine_used": "region",
+            "e2e_ms": 4000.0,
+        },
+        {"mode": "plain", "outcome": "wrong_silent", "engine_used": "model", "e2e_ms": 6000.0},
+        {"mode": "plain", "outcome": None, "engine_used": None, "e2e_ms": None},
+        {"mode": "llamacpp-pld", "outcome": None, "engine_used": None, "e2e_ms": 9.0},
+    ]
     table = outcome_table(recs)
     assert list(table) == ["plain"]  # a peer writes no file of ours
     t = table["plain"]
-    assert (t["runs"], t["right"], t["refused"], t["refused_right"], t["wrong_silent"],
-            t["unjudged"]) == (6, 3, 1, 1, 1, 1)
+    assert (
+        t["runs"],
+        t["right"],
+        t["refused"],
+        t["refused_right"],
+        t["wrong_silent"],
+        t["unjudged"],
+    ) == (6, 3, 1, 1, 1, 1)
     assert t["e2e"]["merge"] == {"n": 3, "p50_s": 0.002, "p95_s": 0.003}
     assert t["e2e"]["model"] == {"n": 2, "p50_s": 5.0, "p95_s": 5.9}
     assert t["e2e"]["all"]["n"] == 5 and t["e2e"]["all"]["p50_s"] == 0.003
@@ -90,37 +123,85 @@ def test_outcome_table_counts_and_seconds_per_path() -> None:
 def test_bench_merge_only_never_loads_a_model(tmp_path: Path) -> None:
     """A sure merge through `edge-spec bench`: the model named does not even exist."""
     right_ws = SURE_EXPECTED.replace("import os\n", "import os   \n\n")
-    tasks = _write(tmp_path / "set.jsonl", [
-        _task("sure", SURE, SURE_EXPECTED), _task("sure-ws", SURE, right_ws),
-        _task("sure-but-other", SURE, UNSURE_EXPECTED), _task("unsure", UNSURE, UNSURE_EXPECTED)])
+    tasks = _write(
+        tmp_path / "set.jsonl",
+        [
+            _task("sure", SURE, SURE_EXPECTED),
+            _task("sure-ws", SURE, right_ws),
+            _task("sure-but-other", SURE, UNSURE_EXPECTED),
+            _task("unsure", UNSURE, UNSURE_EXPECTED),
+        ],
+    )
     out = tmp_path / "out"
-    res = CliRunner().invoke(main, ["bench", "--tasks", str(tasks), "--engine", "merge",
-                                    "--model", str(tmp_path / "absent.gguf"), "--profile", "none",
-                                    "--modes", "plain", "--out", str(out), "--json"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "--tasks",
+            str(tasks),
+            "--engine",
+            "merge",
+            "--model",
+            str(tmp_path / "absent.gguf"),
+            "--profile",
+            "none",
+            "--modes",
+            "plain",
+            "--out",
+            str(out),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     records = json.loads((out / "results.json").read_text())
     assert all(f in r for r in records for f in RESULT_FIELDS)
     got = {r["task_id"]: (r["outcome"], r["engine_used"]) for r in records}
-    assert got == {"sure": ("right", "merge"), "sure-ws": ("right_ws", "merge"),
-                   "sure-but-other": ("wrong_silent", "merge"), "unsure": ("refused", "merge")}
+    assert got == {
+        "sure": ("right", "merge"),
+        "sure-ws": ("right_ws", "merge"),
+        "sure-but-other": ("wrong_silent", "merge"),
+        "unsure": ("refused", "merge"),
+    }
     assert all(r["e2e_ms"] is not None and r["e2e_ms"] < 60_000 for r in records)
     refusal = next(r for r in records if r["task_id"] == "unsure")
     assert "ambiguous" in refusal["refusal"] and refusal["refused_right"] is None
     table = json.loads(res.stdout)["outcomes"]["set"]["plain"]
-    assert (table["right"], table["right_ws"], table["wrong_silent"], table["refused"]) == (1, 1, 1, 1)
+    assert (table["right"], table["right_ws"], table["wrong_silent"], table["refused"]) == (
+        1,
+        1,
+        1,
+        1,
+    )
     assert table["e2e"]["merge"]["n"] == 4 and table["e2e"]["model"]["n"] == 0
     md = (out / "summary.md").read_text()
     assert "## What the user gets: set, --engine merge" in md
     assert "| plain | 4 | 1 | 1 | 0 | 1 | 1 (0) | 0 |" in md
     # --engine auto, where the merge is sure of every task: still no model.
     sure = _write(tmp_path / "sure.jsonl", [_task("sure", SURE, SURE_EXPECTED)])
-    res = CliRunner().invoke(main, ["bench", "--tasks", str(sure), "--engine", "auto",
-                                    "--model", str(tmp_path / "absent.gguf"), "--profile", "none",
-                                    "--modes", "plain,spec-adaptive", "--out", str(out), "--json"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "--tasks",
+            str(sure),
+            "--engine",
+            "auto",
+            "--model",
+            str(tmp_path / "absent.gguf"),
+            "--profile",
+            "none",
+            "--modes",
+            "plain,spec-adaptive",
+            "--out",
+            str(out),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     records = json.loads((out / "results.json").read_text())
     assert [(r["outcome"], r["engine_used"], r["error"]) for r in records] == [
-        ("right", "merge", None)] * 2
+        ("right", "merge", None)
+    ] * 2
 
 
 @pytest.mark.real
@@ -128,13 +209,34 @@ def test_bench_merge_only_never_loads_a_model(tmp_path: Path) -> None:
 def test_bench_auto_by_region_smollm2(smollm2_path: Path, tmp_path: Path, engine: str) -> None:
     """--engine auto (the target may choose among the readings) and region (the model writes
     the window) on a task the merge is unsure of: no crash, the outcome recorded."""
-    tasks = _write(tmp_path / "region.jsonl", [_task("sure", SURE, SURE_EXPECTED),
-                                                _task("unsure", UNSURE, UNSURE_EXPECTED)])
+    tasks = _write(
+        tmp_path / "region.jsonl",
+        [_task("sure", SURE, SURE_EXPECTED), _task("unsure", UNSURE, UNSURE_EXPECTED)],
+    )
     out = tmp_path / "out"
-    res = CliRunner().invoke(main, ["bench", "--tasks", str(tasks), "--engine", engine,
-                                    "--model", str(smollm2_path), "--profile", "none",
-                                    "--modes", "plain,spec-adaptive", "--n-ctx", "4096",
-                                    "--threads", "2", "--out", str(out), "--json"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "--tasks",
+            str(tasks),
+            "--engine",
+            engine,
+            "--model",
+            str(smollm2_path),
+            "--profile",
+            "none",
+            "--modes",
+            "plain,spec-adaptive",
+            "--n-ctx",
+            "4096",
+            "--threads",
+            "2",
+            "--out",
+            str(out),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     records = json.loads((out / "results.json").read_text())
     assert len(records) == 4

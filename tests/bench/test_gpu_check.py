@@ -54,10 +54,28 @@ def test_tiny_cpu_run(tmp_path: Path) -> None:
     traces = tmp_path / "traces.json"
     traces.write_text(json.dumps({"tasks": {"copy": [100, 0, 20], "edit": [2, 0, 1]}}))
     out = tmp_path / "out"
-    cmd = [sys.executable, str(SCRIPT), "--device", "cpu", "--tiny", "--smoke", "--repeats", "1",
-           "--prefix", "64", "--prompt-tokens", "64", "--new-tokens", "16",
-           "--grid", ",".join(map(str, REQUIRED_POINTS)), "--traces", str(traces),
-           "--out", str(out)]
+    cmd = [
+        sys.executable,
+        str(SCRIPT),
+        "--device",
+        "cpu",
+        "--tiny",
+        "--smoke",
+        "--repeats",
+        "1",
+        "--prefix",
+        "64",
+        "--prompt-tokens",
+        "64",
+        "--new-tokens",
+        "16",
+        "--grid",
+        ",".join(map(str, REQUIRED_POINTS)),
+        "--traces",
+        str(traces),
+        "--out",
+        str(out),
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     report = json.loads((out / "gpu_check.json").read_text())

@@ -30,9 +30,9 @@ def _recorded() -> tuple[FakeRuntime, ReplayCase]:
     eng = Engine(rt, None, EngineConfig().override(kind="reference"))
     res = eng.apply(ORIG, UPD, engine="model")
     task = {"id": "t0", "original": ORIG, "update": UPD}
-    return FakeRuntime(follow="", n_ctx=16384), ReplayCase(task, list(res.extra["tokens"]),
-                                                           list(res.extra["prompt"]),
-                                                           res.stats.finish_reason)
+    return FakeRuntime(follow="", n_ctx=16384), ReplayCase(
+        task, list(res.extra["tokens"]), list(res.extra["prompt"]), res.stats.finish_reason
+    )
 
 
 def test_table_cost_interpolates_and_extrapolates() -> None:
@@ -51,8 +51,9 @@ def test_replay_reproduces_the_output_and_orders_policies() -> None:
     assert by["oracle"]["speedup"] >= max(r["speedup"] for r in rows) - 1e-9
     assert by["fixed-64"]["forwards"] < by["fixed-8"]["forwards"]
     # The virtual clock prices every verify step: plain decoding is output tokens x T(1).
-    assert by["oracle"]["plain_ms"] == round(len(case.output_ids) * TABLE[1], 1) or \
-        by["oracle"]["output_tokens"] == len(case.output_ids)
+    assert by["oracle"]["plain_ms"] == round(len(case.output_ids) * TABLE[1], 1) or by["oracle"][
+        "output_tokens"
+    ] == len(case.output_ids)
     s = summarize_replay(rows)
     assert s["oracle"]["of_oracle"] == 1.0 and s["adaptive"]["of_oracle"] <= 1.0
 
@@ -61,8 +62,10 @@ def test_replay_all_keeps_one_controller_per_policy_across_cases() -> None:
     tok, case = _recorded()
     # Doubtful priors, so that what the first case teaches shows in the second.
     cfg = ControllerSettings(verify_ms=TABLE, feature_priors={"ref": 0.9})
-    cases = [case, ReplayCase({**case.task, "id": "t1"}, case.output_ids, case.prompt_ids,
-                              case.finish_reason)]
+    cases = [
+        case,
+        ReplayCase({**case.task, "id": "t1"}, case.output_ids, case.prompt_ids, case.finish_reason),
+    ]
     fresh = replay_all(tok, cases, ["adaptive"], cfg, fresh=True)
     kept = replay_all(tok, cases, ["adaptive"], cfg)
     assert all(r["same_output"] for r in fresh + kept)
@@ -89,8 +92,13 @@ def test_bench_gives_each_mode_its_own_controller() -> None:
 
     eng.apply = apply  # type: ignore[method-assign]
     task = {"id": "t0", "original": ORIG, "update": UPD, "expected": MERGED}
-    bench(eng, [task, {**task, "id": "t1"}], parse_modes("spec-adaptive,spec-fixed-8"), 1,
-          RunOptions())
+    bench(
+        eng,
+        [task, {**task, "id": "t1"}],
+        parse_modes("spec-adaptive,spec-fixed-8"),
+        1,
+        RunOptions(),
+    )
     by_mode: dict[tuple[object, object], set[int]] = {}
     for k, ctl in seen:
         by_mode.setdefault(k, set()).add(ctl)
@@ -128,14 +136,32 @@ def test_the_oracle_bounds_every_policy_on_a_tiled_machine() -> None:
     # Step costs of a machine whose kernels are fast at multiples of 16 rows (measured on
     # one): 64 rows cost less than 63 or 65, and less per token than 128. The oracle then
     # verifies the cheapest size per token, not always the whole correct prefix.
-    tiled = {1: 77.0, 2: 120.0, 4: 137.0, 8: 256.0, 9: 278.0, 15: 486.0, 16: 350.0, 17: 422.0,
-             31: 746.0, 32: 639.0, 33: 734.0, 63: 1310.0, 64: 1115.0, 65: 1349.0,
-             127: 2639.0, 128: 2439.0, 129: 2458.0}
+    tiled = {
+        1: 77.0,
+        2: 120.0,
+        4: 137.0,
+        8: 256.0,
+        9: 278.0,
+        15: 486.0,
+        16: 350.0,
+        17: 422.0,
+        31: 746.0,
+        32: 639.0,
+        33: 734.0,
+        63: 1310.0,
+        64: 1115.0,
+        65: 1349.0,
+        127: 2639.0,
+        128: 2439.0,
+        129: 2458.0,
+    }
     calibrated = {n: ms for n, ms in tiled.items() if n & (n - 1) == 0}
     tok, case = _recorded()
     cfg = ControllerSettings(verify_ms=calibrated)
-    rows = {p: replay_case(tok, case, p, cfg, world=World(tiled))
-            for p in ("adaptive", "fixed-16", "fixed-63", "fixed-64", "fixed-128", "oracle")}
+    rows = {
+        p: replay_case(tok, case, p, cfg, world=World(tiled))
+        for p in ("adaptive", "fixed-16", "fixed-63", "fixed-64", "fixed-128", "oracle")
+    }
     assert all(r["same_output"] for r in rows.values())
     assert rows["oracle"]["decode_ms"] <= min(r["decode_ms"] for r in rows.values())
     assert rows["fixed-63"]["decode_ms"] < rows["fixed-64"]["decode_ms"]
@@ -144,15 +170,16 @@ def test_the_oracle_bounds_every_policy_on_a_tiled_machine() -> None:
 def test_noise_draws_by_seed_and_their_mean() -> None:
     tok, case = _recorded()
     cfg = ControllerSettings(verify_ms=TABLE)
-    draws = [replay_all(tok, [case], ["fixed-64", "oracle"], cfg, world=World(TABLE, 0.3, seed))
-             for seed in (0, 1, 2)]
+    draws = [
+        replay_all(tok, [case], ["fixed-64", "oracle"], cfg, world=World(TABLE, 0.3, seed))
+        for seed in (0, 1, 2)
+    ]
     first = replay_case(tok, case, "fixed-64", cfg, world=World(TABLE, 0.3))
     assert draws[0][0]["decode_ms"] == first["decode_ms"]  # seed 0: the draw replays always used
     assert len({d[0]["decode_ms"] for d in draws}) == 3
     mean = mean_rows(draws)
     assert [(r["task_id"], r["policy"]) for r in mean] == [("t0", "fixed-64"), ("t0", "oracle")]
-    assert mean[0]["speedup"] == pytest.approx(np.mean([d[0]["speedup"] for d in draws]),
-                                               abs=1e-3)
+    assert mean[0]["speedup"] == pytest.approx(np.mean([d[0]["speedup"] for d in draws]), abs=1e-3)
     assert mean[0]["same_output"] and summarize_replay(mean)["fixed-64"]["tasks"] == 1
     with pytest.raises(ValueError):
         mean_rows([draws[0], draws[1][::-1]])

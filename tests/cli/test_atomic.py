@@ -74,9 +74,14 @@ def _interrupt(tmp_path: Path, script: str, sig: int, *args: str) -> tuple[int, 
     dest = tmp_path / "big.bin"
     dest.write_text(OLD)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", script, str(dest), *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(dest), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         line = proc.stdout.readline()  # the child prints after its third chunk
         assert line.strip() == "writing", (line, proc.stderr.read())
@@ -128,8 +133,9 @@ def test_cli_sigterm_mid_write_exits_143_and_cleans_up(tmp_path: Path) -> None:
 
 
 def test_cli_sigint_mid_write_exits_130_and_cleans_up(tmp_path: Path) -> None:
-    script = CLI_WRITER.replace("import click", "import click\n"
-                                "signal.signal(signal.SIGINT, signal.default_int_handler)")
+    script = CLI_WRITER.replace(
+        "import click", "import click\nsignal.signal(signal.SIGINT, signal.default_int_handler)"
+    )
     rc, err, dest = _interrupt(tmp_path, script, signal.SIGINT)
     assert rc == 130 and err.strip() == "interrupted", (rc, err)
     assert dest.read_text() == OLD

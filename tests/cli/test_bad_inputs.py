@@ -34,7 +34,6 @@ HOSTILE_TEMPLATE = "{{ ''.__class__.__mro__[1].__subclasses__() }}"
 UPDATE = "x = 1\n"
 
 
-
 fz = load_fuzz("fuzz_gguf")
 SAMPLE = fz.sample_gguf()
 
@@ -74,7 +73,8 @@ def set_chat_template(template: str) -> Callable[[bytes], bytes]:
         at = meta.index(key) + len(key)  # the value's type tag
         vtype, length = struct.unpack_from("<IQ", meta, at)
         assert vtype == 8, vtype  # a string
-        return meta[:at] + struct.pack("<I", 8) + _gguf_string(template) + meta[at + 12 + length:]
+        return meta[:at] + struct.pack("<I", 8) + _gguf_string(template) + meta[at + 12 + length :]
+
     return edit
 
 
@@ -88,7 +88,8 @@ def set_token_text(token_id: int, text: str) -> Callable[[bytes], bytes]:
         for _ in range(token_id):
             pos += 8 + struct.unpack_from("<Q", meta, pos)[0]
         n = struct.unpack_from("<Q", meta, pos)[0]
-        return meta[:pos] + _gguf_string(text) + meta[pos + 8 + n:]
+        return meta[:pos] + _gguf_string(text) + meta[pos + 8 + n :]
+
     return edit
 
 
@@ -107,6 +108,7 @@ def _model_file(data: bytes) -> Callable[[Path, pytest.FixtureRequest], list[str
         path = tmp / "model.gguf"
         path.write_bytes(data)
         return ["--model", str(path), "--prompt", "hello"]
+
     return build
 
 
@@ -116,6 +118,7 @@ def _original(data: bytes) -> Callable[[Path, pytest.FixtureRequest], list[str]]
         orig.write_bytes(data)
         upd.write_text(UPDATE)
         return ["--model", "smollm2", "--original", str(orig), "--update", str(upd)]
+
     return build
 
 
@@ -140,16 +143,37 @@ def _mismatched_drafter(tmp: Path, request: pytest.FixtureRequest) -> list[str]:
     except UserError:
         pytest.skip("qwen2.5-coder-0.5b-instruct is not in the store")
     smollm2 = request.getfixturevalue("smollm2_path")
-    return ["--model", str(smollm2), "--drafter", str(qwen), "--prompt", "hello",
-            "--n-ctx", "256", "--threads", "2"]
+    return [
+        "--model",
+        str(smollm2),
+        "--drafter",
+        str(qwen),
+        "--prompt",
+        "hello",
+        "--n-ctx",
+        "256",
+        "--threads",
+        "2",
+    ]
 
 
 def _edited_token_drafter(tmp: Path, request: pytest.FixtureRequest) -> list[str]:
     smollm2 = request.getfixturevalue("smollm2_path")
-    drafter = rewrite_header(smollm2, tmp / "smollm2-edited.gguf",
-                             set_token_text(1000, "<edited-token>"))
-    return ["--model", str(smollm2), "--drafter", str(drafter), "--prompt", "hello",
-            "--n-ctx", "256", "--threads", "2"]
+    drafter = rewrite_header(
+        smollm2, tmp / "smollm2-edited.gguf", set_token_text(1000, "<edited-token>")
+    )
+    return [
+        "--model",
+        str(smollm2),
+        "--drafter",
+        str(drafter),
+        "--prompt",
+        "hello",
+        "--n-ctx",
+        "256",
+        "--threads",
+        "2",
+    ]
 
 
 def _pickle_checkpoint(tmp: Path, request: pytest.FixtureRequest) -> list[str]:
@@ -175,8 +199,13 @@ def _tampered_bundle(tmp: Path, request: pytest.FixtureRequest) -> list[str]:
     root.mkdir()
     model = root / "target-Q8_0.gguf"
     model.write_bytes(SAMPLE)
-    write_manifest(root, Manifest(files=(file_entry(root, model.name, "target", "gguf", "Q8_0"),),
-                                  tokenizer=TokenizerInfo("0" * 16, 70, "bpe", 1, 2)))
+    write_manifest(
+        root,
+        Manifest(
+            files=(file_entry(root, model.name, "target", "gguf", "Q8_0"),),
+            tokenizer=TokenizerInfo("0" * 16, 70, "bpe", 1, 2),
+        ),
+    )
     load_bundle(root)  # verified once, so the load under test takes the fast (cached) path
     data = bytearray(SAMPLE)
     data[-5] ^= 0x01
@@ -198,8 +227,13 @@ def _onnx_escaping_external_data(tmp: Path, request: pytest.FixtureRequest) -> l
     for k, v in (("location", "../secret.bin"), ("offset", "0"), ("length", "16")):
         entry = weight.external_data.add()
         entry.key, entry.value = k, v
-    graph = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [weight])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["w"], ["y"])],
+        "g",
+        [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [weight],
+    )
     onnx.save(helper.make_model(graph), str(folder / "model.onnx"))
     return ["--runtime", "ort", "--model", str(folder), "--prompt", "hello"]
 
@@ -214,48 +248,98 @@ def _oversized_for_context(tmp: Path, request: pytest.FixtureRequest) -> list[st
     orig, upd = tmp / "big.py", tmp / "upd.py"
     orig.write_text("".join(f"value_{i} = {i} * {i}\n" for i in range(400)))
     upd.write_text("value_1 = 2\n")
-    return ["--model", str(smollm2), "--original", str(orig), "--update", str(upd),
-            "--n-ctx", "512", "--threads", "2"]
+    return [
+        "--model",
+        str(smollm2),
+        "--original",
+        str(orig),
+        "--update",
+        str(upd),
+        "--n-ctx",
+        "512",
+        "--threads",
+        "2",
+    ]
 
 
 _TOKENS_COUNT = fz.value_offset(SAMPLE, "tokenizer.ggml.tokens") + 4  # after the element type
 ROWS = [
     Row("empty-file", _model_file(b""), ("model.gguf", "the file is empty")),
     Row("wrong-magic", _model_file(b"GGUX" + SAMPLE[4:]), ("not a GGUF file", "GGUX")),
-    Row("html-page", _model_file(b"<!DOCTYPE html><html>404</html>\n" * 8),
-        ("not a GGUF file", "HTML page")),
+    Row(
+        "html-page",
+        _model_file(b"<!DOCTYPE html><html>404</html>\n" * 8),
+        ("not a GGUF file", "HTML page"),
+    ),
     Row("truncated-counts", _model_file(SAMPLE[:20]), ("model.gguf", "file ends at byte 20")),
-    Row("truncated-header", _model_file(SAMPLE[:1000]), ("model.gguf", "array length 70", "exceeds the file size")),
-    Row("array-len-2^63", _model_file(fz.put(SAMPLE, _TOKENS_COUNT, "<Q", 2**63)),
-        ("array length 9223372036854775808", "tokenizer.ggml.tokens", "exceeds the file size")),
-    Row("kv-count-2^63", _model_file(fz.put(SAMPLE, 16, "<Q", 2**63)),
-        ("kv count 9223372036854775808",)),
-    Row("tensor-past-eof", _model_file(SAMPLE[:-10]),
-        ("output_norm.weight", "runs 10 bytes past the end of the file")),
-    Row("random-bytes", _model_file(random.Random(1234).randbytes(4096)),
-        ("model.gguf", "not a GGUF file")),
+    Row(
+        "truncated-header",
+        _model_file(SAMPLE[:1000]),
+        ("model.gguf", "array length 70", "exceeds the file size"),
+    ),
+    Row(
+        "array-len-2^63",
+        _model_file(fz.put(SAMPLE, _TOKENS_COUNT, "<Q", 2**63)),
+        ("array length 9223372036854775808", "tokenizer.ggml.tokens", "exceeds the file size"),
+    ),
+    Row(
+        "kv-count-2^63",
+        _model_file(fz.put(SAMPLE, 16, "<Q", 2**63)),
+        ("kv count 9223372036854775808",),
+    ),
+    Row(
+        "tensor-past-eof",
+        _model_file(SAMPLE[:-10]),
+        ("output_norm.weight", "runs 10 bytes past the end of the file"),
+    ),
+    Row(
+        "random-bytes",
+        _model_file(random.Random(1234).randbytes(4096)),
+        ("model.gguf", "not a GGUF file"),
+    ),
     Row("fifo-model", _fifo_model, ("model.gguf",)),
     Row("directory-model", _directory_model, ("is a directory",)),
-    Row("mismatched-vocab-drafter", _mismatched_drafter,
-        ("does not pair", "special tokens differ", "BOS 1 vs 151643"), real=True),
-    Row("drafter-token-text-differs", _edited_token_drafter,
-        ("does not pair", "token 1000 differs", "'<edited-token>'"), real=True),
-    Row("pickle-checkpoint", _pickle_checkpoint,
-        ("pytorch_model.bin", "pickle", "safetensors")),
-    Row("bundle-flipped-byte", _tampered_bundle,
-        ("target-Q8_0.gguf does not match its SHA-256",)),
-    Row("onnx-external-data-outside", _onnx_escaping_external_data,
-        ("model.onnx", "../secret.bin")),
-    Row("hostile-chat-template", _hostile_template,
-        ("unsafe chat template", "__class__"), real=True),
-    Row("original-invalid-utf8", _original(b"def f():\n    return 'caf\xe9'\n"),
-        ("orig.py", "not valid UTF-8", "byte 24")),
-    Row("original-nul-binary", _original(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4),
-        ("orig.py", "NUL bytes")),
-    Row("original-over-byte-limit", _original(b"x = 1\n" * 700_000),
-        ("orig.py", "4200000 bytes", "limit")),
-    Row("original-over-context", _oversized_for_context,
-        ("does not fit the context of 512",), real=True),
+    Row(
+        "mismatched-vocab-drafter",
+        _mismatched_drafter,
+        ("does not pair", "special tokens differ", "BOS 1 vs 151643"),
+        real=True,
+    ),
+    Row(
+        "drafter-token-text-differs",
+        _edited_token_drafter,
+        ("does not pair", "token 1000 differs", "'<edited-token>'"),
+        real=True,
+    ),
+    Row("pickle-checkpoint", _pickle_checkpoint, ("pytorch_model.bin", "pickle", "safetensors")),
+    Row("bundle-flipped-byte", _tampered_bundle, ("target-Q8_0.gguf does not match its SHA-256",)),
+    Row(
+        "onnx-external-data-outside", _onnx_escaping_external_data, ("model.onnx", "../secret.bin")
+    ),
+    Row(
+        "hostile-chat-template", _hostile_template, ("unsafe chat template", "__class__"), real=True
+    ),
+    Row(
+        "original-invalid-utf8",
+        _original(b"def f():\n    return 'caf\xe9'\n"),
+        ("orig.py", "not valid UTF-8", "byte 24"),
+    ),
+    Row(
+        "original-nul-binary",
+        _original(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4),
+        ("orig.py", "NUL bytes"),
+    ),
+    Row(
+        "original-over-byte-limit",
+        _original(b"x = 1\n" * 700_000),
+        ("orig.py", "4200000 bytes", "limit"),
+    ),
+    Row(
+        "original-over-context",
+        _oversized_for_context,
+        ("does not fit the context of 512",),
+        real=True,
+    ),
 ]
 
 
@@ -290,17 +374,20 @@ def _print_report() -> None:
 
 
 @pytest.mark.parametrize(
-    "row", [pytest.param(r, id=r.id, marks=[pytest.mark.real] if r.real else []) for r in ROWS])
-def test_bad_input_fails_with_one_error_line(row: Row, tmp_path: Path,
-                                             request: pytest.FixtureRequest) -> None:
+    "row", [pytest.param(r, id=r.id, marks=[pytest.mark.real] if r.real else []) for r in ROWS]
+)
+def test_bad_input_fails_with_one_error_line(
+    row: Row, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     args = row.build(tmp_path, request)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     rss0 = _max_rss_mb()
     t0 = time.perf_counter()
     # --engine model: these rows are about the model path (the merge alone loads no model).
-    res = CliRunner().invoke(main, ["run", *args, "--engine", "model",
-                                    "--out", str(out_dir / "result.txt")])
+    res = CliRunner().invoke(
+        main, ["run", *args, "--engine", "model", "--out", str(out_dir / "result.txt")]
+    )
     elapsed = time.perf_counter() - t0
     grew = _max_rss_mb() - rss0
     line = res.stderr.rstrip("\n")
@@ -320,10 +407,14 @@ def test_bad_input_fails_with_one_error_line(row: Row, tmp_path: Path,
         assert grew < RSS_LIMIT_MB, f"{row.id} grew the peak RSS by {grew:.0f} MB"
 
 
-@pytest.mark.parametrize("real", [False, pytest.param(True, marks=pytest.mark.real)],
-                         ids=["empty-file", "hostile-chat-template"])
-def test_a_real_process_prints_one_line_too(real: bool, tmp_path: Path,
-                                            request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize(
+    "real",
+    [False, pytest.param(True, marks=pytest.mark.real)],
+    ids=["empty-file", "hostile-chat-template"],
+)
+def test_a_real_process_prints_one_line_too(
+    real: bool, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """Through `python -m edge_spec`: what llama.cpp itself writes to fd 2 counts here."""
     if real:
         model = request.getfixturevalue("hostile_gguf")
@@ -333,10 +424,27 @@ def test_a_real_process_prints_one_line_too(real: bool, tmp_path: Path,
     out = tmp_path / "out"
     out.mkdir()
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "edge_spec", "run", "--model", str(model),
-                           "--prompt", "hello", "--n-ctx", "256", "--threads", "2",
-                           "--out", str(out / "r.txt")],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "edge_spec",
+            "run",
+            "--model",
+            str(model),
+            "--prompt",
+            "hello",
+            "--n-ctx",
+            "256",
+            "--threads",
+            "2",
+            "--out",
+            str(out / "r.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert time.perf_counter() - t0 < TIME_LIMIT_S
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     lines = proc.stderr.splitlines()
@@ -377,6 +485,7 @@ def test_render_refuses_a_broken_template_with_one_line(template: str) -> None:
 
 # ---- paths that are not regular files, and outputs that cannot be written -------------------
 
+
 def _run_cli(*args: str) -> tuple[int, str]:
     res = CliRunner().invoke(main, list(args))
     return res.exit_code, res.stderr
@@ -390,17 +499,21 @@ def _one_line(code: int, err: str, *needles: str) -> None:
         assert n in line, line
 
 
-@pytest.mark.parametrize("original, needle", [
-    ("/dev/zero", "character device"),
-    (".", "is a directory"),
-])
+@pytest.mark.parametrize(
+    "original, needle",
+    [
+        ("/dev/zero", "character device"),
+        (".", "is a directory"),
+    ],
+)
 def test_non_regular_original_is_named(tmp_path: Path, original: str, needle: str) -> None:
     upd = tmp_path / "u.py"
     upd.write_text(UPDATE)
     if original == ".":
         original = str(tmp_path)
-    code, err = _run_cli("run", "--original", original, "--update", str(upd), "--model",
-                         "no-such-model")
+    code, err = _run_cli(
+        "run", "--original", original, "--update", str(upd), "--model", "no-such-model"
+    )
     _one_line(code, err, needle)
 
 
@@ -420,8 +533,17 @@ def _out_error(tmp_path: Path, out: Path) -> None:
     orig.write_text("x = 0\n")
     upd.write_text(UPDATE)
     # A model that does not exist: the --out check must come first, or this error would.
-    code, err = _run_cli("run", "--original", str(orig), "--update", str(upd), "--out", str(out),
-                         "--model", "no-such-model")
+    code, err = _run_cli(
+        "run",
+        "--original",
+        str(orig),
+        "--update",
+        str(upd),
+        "--out",
+        str(out),
+        "--model",
+        "no-such-model",
+    )
     _one_line(code, err, "cannot write --out")
 
 

@@ -11,9 +11,23 @@ from click.testing import CliRunner
 
 from edge_spec.cli.main import main
 
-CONTRACT = ("text", "finish_reason", "prompt_tokens", "output_tokens", "prefill_ms", "decode_ms",
-            "decode_tok_s", "target_forwards", "tokens_per_forward", "drafted", "accepted",
-            "acceptance", "draft", "model", "drafter")
+CONTRACT = (
+    "text",
+    "finish_reason",
+    "prompt_tokens",
+    "output_tokens",
+    "prefill_ms",
+    "decode_ms",
+    "decode_tok_s",
+    "target_forwards",
+    "tokens_per_forward",
+    "drafted",
+    "accepted",
+    "acceptance",
+    "draft",
+    "model",
+    "drafter",
+)
 
 
 def invoke(*args: str, **kw):  # noqa: ANN201
@@ -34,15 +48,28 @@ def test_help_lists_commands() -> None:
 
 def test_models_list_json() -> None:
     names = {m["name"] for m in json.loads(invoke("models", "list", "--json").stdout)}
-    assert {"qwen2.5-coder-1.5b-instruct-q4_k_m", "qwen2.5-coder-0.5b-instruct",
-            "smollm2-135m-instruct-q4_1"} <= names
+    assert {
+        "qwen2.5-coder-1.5b-instruct-q4_k_m",
+        "qwen2.5-coder-0.5b-instruct",
+        "smollm2-135m-instruct-q4_1",
+    } <= names
 
 
 @pytest.mark.real
 @pytest.mark.parametrize("draft", ["none", "reference"])
 def test_run_prompt_json(smollm2_path: Path, draft: str) -> None:
-    res = invoke("run", "--model", str(smollm2_path), "--prompt", "Write a Python hello world.",
-                 "--max-tokens", "24", "--draft", draft, "--json")
+    res = invoke(
+        "run",
+        "--model",
+        str(smollm2_path),
+        "--prompt",
+        "Write a Python hello world.",
+        "--max-tokens",
+        "24",
+        "--draft",
+        draft,
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert all(k in d for k in CONTRACT)
@@ -55,8 +82,19 @@ def test_run_prompt_json(smollm2_path: Path, draft: str) -> None:
 def test_run_apply_streams_and_writes_out(smollm2_path: Path, tmp_path: Path) -> None:
     ex = Path(__file__).resolve().parents[2] / "examples" / "apply"
     out = tmp_path / "merged.py"
-    args = ["run", "--model", str(smollm2_path), "--original", str(ex / "original.py"),
-            "--update", str(ex / "update.py"), "--max-tokens", "40", "--engine", "model"]
+    args = [
+        "run",
+        "--model",
+        str(smollm2_path),
+        "--original",
+        str(ex / "original.py"),
+        "--update",
+        str(ex / "update.py"),
+        "--max-tokens",
+        "40",
+        "--engine",
+        "model",
+    ]
     res = invoke(*args)
     # 40 tokens cannot hold the whole file: the answer check calls it suspect (exit 3).
     assert res.exit_code == 3 and res.stdout.strip() and "decode" in res.stderr
@@ -74,9 +112,17 @@ def test_the_demo_writes_the_expected_file(qwen_paths: tuple[Path, Path]) -> Non
     # `make demo`'s own arguments, on the demo models: the file is right and nothing calls it
     # suspect (a false alarm here once made the demo exit 3 on a right answer).
     ex = Path(__file__).resolve().parents[2] / "examples" / "apply"
-    res = invoke("run", "--engine", "model", "--original", str(ex / "original.py"),
-                 "--update", str(ex / "update.py"),
-                 "--instruction", (ex / "instruction.txt").read_text().strip())
+    res = invoke(
+        "run",
+        "--engine",
+        "model",
+        "--original",
+        str(ex / "original.py"),
+        "--update",
+        str(ex / "update.py"),
+        "--instruction",
+        (ex / "instruction.txt").read_text().strip(),
+    )
     assert res.exit_code == 0, res.stderr
     assert res.stdout == (ex / "expected.py").read_text()
     assert "looks wrong" not in res.stderr
@@ -96,8 +142,19 @@ def test_apply_rejects_binary_and_non_utf8(tmp_path: Path, content: bytes) -> No
     orig.write_bytes(content)
     upd = tmp_path / "upd.py"
     upd.write_text("x = 1\n")
-    err = one_line_error(invoke("run", "--model", "smollm2", "--original", str(orig),
-                                "--update", str(upd), "--engine", "model"))
+    err = one_line_error(
+        invoke(
+            "run",
+            "--model",
+            "smollm2",
+            "--original",
+            str(orig),
+            "--update",
+            str(upd),
+            "--engine",
+            "model",
+        )
+    )
     assert "orig.py" in err
 
 
@@ -115,6 +172,19 @@ def test_apply_too_large_for_context(smollm2_path: Path, tmp_path: Path) -> None
     big.write_text("".join(f"value_{i} = {i} * {i}\n" for i in range(3000)))
     upd = tmp_path / "upd.py"
     upd.write_text("value_1 = 2\n")
-    err = one_line_error(invoke("run", "--model", str(smollm2_path), "--original", str(big),
-                                "--update", str(upd), "--n-ctx", "2048", "--engine", "model"))
+    err = one_line_error(
+        invoke(
+            "run",
+            "--model",
+            str(smollm2_path),
+            "--original",
+            str(big),
+            "--update",
+            str(upd),
+            "--n-ctx",
+            "2048",
+            "--engine",
+            "model",
+        )
+    )
     assert "context" in err

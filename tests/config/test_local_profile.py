@@ -18,12 +18,25 @@ from edge_spec.fsutil import write_text
 TABLE = {1: 100.0, 2: 150.0, 4: 200.0, 8: 380.0, 16: 500.0, 32: 900.0, 64: 1600.0, 128: 3000.0}
 
 
-def write_profile(name: str, *, target: str = DEMO_TARGET, machine: str | None = None,
-                  date: str = "2026-12-03", backend: str = "llamacpp", source: str = "measured",
-                  table: dict[int, float] | None = None) -> Path:
-    costs = CostsSection(verify_ms=table or TABLE, drafter_ratio=0.4, prefill_ms_per_token=20.0,
-                         source=source, machine=machine or machine_description(), date=date,
-                         target=target)
+def write_profile(
+    name: str,
+    *,
+    target: str = DEMO_TARGET,
+    machine: str | None = None,
+    date: str = "2026-12-03",
+    backend: str = "llamacpp",
+    source: str = "measured",
+    table: dict[int, float] | None = None,
+) -> Path:
+    costs = CostsSection(
+        verify_ms=table or TABLE,
+        drafter_ratio=0.4,
+        prefill_ms_per_token=20.0,
+        source=source,
+        machine=machine or machine_description(),
+        date=date,
+        target=target,
+    )
     prof = Profile(name=name, costs=costs, runtime=RuntimeSettings(backend=backend, threads=2))
     path = user_dir() / f"{name}.toml"
     write_text(path, prof.to_toml())
@@ -42,7 +55,9 @@ def test_calibrated_profile_is_used_when_none_is_named() -> None:
     engine = build_engine()
     assert dict(engine.config.controller.verify_ms) == TABLE
     assert engine.config.runtime.threads == 2
-    assert str(path) in engine.profile_label and "calibrated on this machine" in engine.profile_label
+    assert (
+        str(path) in engine.profile_label and "calibrated on this machine" in engine.profile_label
+    )
 
 
 def test_only_this_machine_target_backend_and_measured_costs() -> None:
@@ -81,7 +96,20 @@ def test_same_model_by_path(tmp_path: Path) -> None:
 
 def test_run_says_which_profile_it_chose(smollm2_path: Path) -> None:
     write_profile("local", target=str(smollm2_path))
-    res = CliRunner().invoke(main, ["run", "--model", str(smollm2_path), "--prompt", "Hi",
-                                    "--max-tokens", "4", "--threads", "1", "--json"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--model",
+            str(smollm2_path),
+            "--prompt",
+            "Hi",
+            "--max-tokens",
+            "4",
+            "--threads",
+            "1",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, (res.output, res.exception)
     assert f"using profile {user_dir() / 'local.toml'} (calibrated on this machine" in res.stderr

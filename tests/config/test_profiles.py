@@ -72,12 +72,15 @@ def _edit(tmp_path: Path, old: str, new: str, name: str = "bad.toml") -> Path:
     return path
 
 
-@pytest.mark.parametrize(("old", "new", "key"), [
-    ("k_max = 64", "k_max = 64\nk_maxx = 3", "controller.k_maxx"),
-    ('name = "cpu"', 'name = "cpu"\ncolour = "red"', "colour"),
-    ("[drafter]", "[gpu]\nx = 1\n\n[drafter]", "gpu"),
-    ("128 = 1753.0", "128 = 1753.0\nfast = 3.0", "costs.verify_ms.fast"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "key"),
+    [
+        ("k_max = 64", "k_max = 64\nk_maxx = 3", "controller.k_maxx"),
+        ('name = "cpu"', 'name = "cpu"\ncolour = "red"', "colour"),
+        ("[drafter]", "[gpu]\nx = 1\n\n[drafter]", "gpu"),
+        ("128 = 1753.0", "128 = 1753.0\nfast = 3.0", "costs.verify_ms.fast"),
+    ],
+)
 def test_unknown_key_names_key_and_file(tmp_path: Path, old: str, new: str, key: str) -> None:
     path = _edit(tmp_path, old, new)
     with pytest.raises(UserError) as exc:
@@ -86,21 +89,25 @@ def test_unknown_key_names_key_and_file(tmp_path: Path, old: str, new: str, key:
     assert "unknown key" in msg and repr(key) in msg and str(path) in msg
 
 
-@pytest.mark.parametrize(("old", "new", "key"), [
-    ("k_max = 64", 'k_max = "64"', "controller.k_max"),
-    ("threads = 0", "threads = true", "runtime.threads"),
-    ("threads = 0", "threads = 1.5", "runtime.threads"),
-    ("p_min = 0.6", "p_min = 1.5", "drafter.p_min"),
-    ('kind = "hybrid"', 'kind = "eagle"', "drafter.kind"),
-    ('source = "estimated"', 'source = "guessed"', "costs.source"),
-    ("drafter_ratio = 0.6", "drafter_ratio = [0.6]", "costs.drafter_ratio"),
-    ("64 = 889.0", '64 = "889"', "costs.verify_ms.64"),
-    ("64 = 889.0", "64 = -1.0", "costs.verify_ms.64"),
-    ("64 = 889.0", "", "costs.verify_ms"),  # a required point missing
-    ("128 = 1753.0", "128 = 1753.0\n600 = 4000.0", "costs.verify_ms.600"),
-])
-def test_wrong_type_or_value_names_key_and_file(tmp_path: Path, old: str, new: str,
-                                                key: str) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "key"),
+    [
+        ("k_max = 64", 'k_max = "64"', "controller.k_max"),
+        ("threads = 0", "threads = true", "runtime.threads"),
+        ("threads = 0", "threads = 1.5", "runtime.threads"),
+        ("p_min = 0.6", "p_min = 1.5", "drafter.p_min"),
+        ('kind = "hybrid"', 'kind = "eagle"', "drafter.kind"),
+        ('source = "estimated"', 'source = "guessed"', "costs.source"),
+        ("drafter_ratio = 0.6", "drafter_ratio = [0.6]", "costs.drafter_ratio"),
+        ("64 = 889.0", '64 = "889"', "costs.verify_ms.64"),
+        ("64 = 889.0", "64 = -1.0", "costs.verify_ms.64"),
+        ("64 = 889.0", "", "costs.verify_ms"),  # a required point missing
+        ("128 = 1753.0", "128 = 1753.0\n600 = 4000.0", "costs.verify_ms.600"),
+    ],
+)
+def test_wrong_type_or_value_names_key_and_file(
+    tmp_path: Path, old: str, new: str, key: str
+) -> None:
     path = _edit(tmp_path, old, new)
     with pytest.raises(UserError) as exc:
         load_profile(path)
@@ -125,7 +132,7 @@ def test_bad_toml_and_missing_costs(tmp_path: Path) -> None:
 
 def test_partial_profile_gets_defaults(tmp_path: Path) -> None:
     text = (shipped_dir() / "cpu.toml").read_text()
-    costs = text[text.index("[costs]"):]
+    costs = text[text.index("[costs]") :]
     path = tmp_path / "mine.toml"
     path.write_text("[controller]\nk_max = 8\n\n" + costs)
     prof = load_profile(path)
@@ -134,6 +141,7 @@ def test_partial_profile_gets_defaults(tmp_path: Path) -> None:
 
 
 # ---- the controller and a profile's cost table ------------------------------------------
+
 
 def _history_controller(name: str) -> Controller:
     """A controller from profile `name` after 60 verify steps of 60% per-token acceptance."""
@@ -156,7 +164,8 @@ def test_flat_gpu_costs_choose_longer_drafts_than_cpu() -> None:
     gpu, cpu = _history_controller("rtx4090"), _history_controller("cpu-2core")
     # Both learned the same acceptance: about 0.6 + 0.36 + 0.22 = 1.18 tokens of a 3-token draft.
     assert gpu.expected_accepted("ref-n-le8", 3) == pytest.approx(
-        cpu.expected_accepted("ref-n-le8", 3))
+        cpu.expected_accepted("ref-n-le8", 3)
+    )
     assert 0.9 < gpu.expected_accepted("ref-n-le8", 3) < 1.5
     long = Draft(tokens=list(range(64)), source="reference", feature="ref-n-le8")
     k_gpu, k_cpu = gpu.choose(long, 64), cpu.choose(long, 64)
@@ -168,13 +177,13 @@ def test_gpu_table_never_shorter_at_equal_acceptance(accept: float) -> None:
     draft = Draft(tokens=list(range(128)), source="reference", feature="ref-n-le8")
     ks = {}
     for name in ("rtx4090", "cpu-2core"):
-        cfg = replace(load_profile(name).controller_config(),
-                      feature_priors={"ref-n-le8": accept})
+        cfg = replace(load_profile(name).controller_config(), feature_priors={"ref-n-le8": accept})
         ks[name] = Controller(cfg).best_prefix(draft, 128)[0]
     assert ks["rtx4090"] > ks["cpu-2core"]
 
 
 # ---- plumbing into the engine and `edge-spec run` ----------------------------------------
+
 
 def test_engine_takes_a_profile() -> None:
     from edge_spec.engine import Engine, EngineConfig
@@ -183,8 +192,12 @@ def test_engine_takes_a_profile() -> None:
     eng = Engine(FakeRuntime(follow="x = 1\n"), None, profile="rtx4090")
     assert eng.config.runtime.n_gpu_layers == -1 and eng.controller.cfg.k_max == 128
     assert eng.controller.verify_ms(1) == pytest.approx(4.31)
-    eng = Engine(FakeRuntime(follow="x = 1\n"), None, EngineConfig().override(max_reference_chars=10),
-                 profile=load_profile("cpu-2core"))
+    eng = Engine(
+        FakeRuntime(follow="x = 1\n"),
+        None,
+        EngineConfig().override(max_reference_chars=10),
+        profile=load_profile("cpu-2core"),
+    )
     assert eng.config.reference.max_reference_chars == 10 and eng.config.runtime.threads == 2
 
 
@@ -215,10 +228,27 @@ def test_run_profile_precedence(captured: dict, monkeypatch: pytest.MonkeyPatch)
     assert cfg.runtime.n_gpu_layers == -1 and cfg.controller.k_max == 128  # profile beats default
     assert cfg.controller.verify_ms[1] == pytest.approx(4.31)
     assert captured["drafter"] == "qwen2.5-coder-0.5b-instruct"
-    one_line_error(invoke("run", "--prompt", "x", "--profile", "rtx4090", "--k-max", "16",
-                          "--n-gpu-layers", "10", "--draft", "reference"))
+    one_line_error(
+        invoke(
+            "run",
+            "--prompt",
+            "x",
+            "--profile",
+            "rtx4090",
+            "--k-max",
+            "16",
+            "--n-gpu-layers",
+            "10",
+            "--draft",
+            "reference",
+        )
+    )
     cfg = captured["cfg"]
-    assert cfg.controller.k_max == 16 and cfg.runtime.n_gpu_layers == 10 and cfg.drafter.kind == "reference"
+    assert (
+        cfg.controller.k_max == 16
+        and cfg.runtime.n_gpu_layers == 10
+        and cfg.drafter.kind == "reference"
+    )
     assert captured["drafter"] is None
     # The environment names a profile when the flag does not; no profile = built-in defaults.
     monkeypatch.setenv("EDGE_SPEC_PROFILE", "apple-m")
@@ -239,6 +269,7 @@ def test_run_unknown_profile_is_one_line_error(captured: dict, tmp_path: Path) -
 
 # ---- `edge-spec profiles` ---------------------------------------------------------------
 
+
 def test_profiles_list_and_show() -> None:
     res = invoke("profiles", "list", "--json")
     assert res.exit_code == 0, res.output
@@ -257,6 +288,7 @@ def test_profiles_list_and_show() -> None:
 
 # ---- calibrate on a real (tiny) model ---------------------------------------------------
 
+
 def _sane(prof, quick: bool) -> None:  # noqa: ANN001
     c = prof.costs
     assert c.source == "measured" and c.machine and c.date and c.method
@@ -274,9 +306,15 @@ def test_calibrate_quick_writes_loadable_profile(smollm2_path: Path, tmp_path: P
 
     steps: list[tuple[int, int]] = []
     # One thread: on a busy 2-core machine, 2 llama.cpp threads stall each other's barriers.
-    prof = calibrate(smollm2_path, smollm2_path, threads=1, quick=True, name="tiny",
-                     prompt_tokens=128,
-                     report=lambda _d, done, total: steps.append((done, total)))
+    prof = calibrate(
+        smollm2_path,
+        smollm2_path,
+        threads=1,
+        quick=True,
+        name="tiny",
+        prompt_tokens=128,
+        report=lambda _d, done, total: steps.append((done, total)),
+    )
     _sane(prof, quick=True)
     assert prof.runtime.threads == 1 and prof.drafter.kind == "hybrid"
     assert "128-token code prompt" in prof.costs.method
@@ -290,8 +328,19 @@ def test_calibrate_quick_writes_loadable_profile(smollm2_path: Path, tmp_path: P
 @pytest.mark.real
 def test_calibrate_cli_json(smollm2_path: Path, tmp_path: Path) -> None:
     out = tmp_path / "sub" / "mine.toml"
-    res = invoke("calibrate", "--model", str(smollm2_path), "--drafter", "none", "--threads",
-                 "1", "--quick", "--out", str(out), "--json")
+    res = invoke(
+        "calibrate",
+        "--model",
+        str(smollm2_path),
+        "--drafter",
+        "none",
+        "--threads",
+        "1",
+        "--quick",
+        "--out",
+        str(out),
+        "--json",
+    )
     assert res.exit_code == 0, (res.output, res.exception)
     d = json.loads(res.stdout)
     assert d["name"] == "mine" and d["costs"]["source"] == "measured"

@@ -8,8 +8,7 @@ from edge_spec.core.types import Draft
 
 
 def _ctl(**priors: float) -> Controller:
-    return Controller(ControllerSettings(verify_ms=DEFAULT_VERIFY_MS,
-                                         feature_priors={**priors}))
+    return Controller(ControllerSettings(verify_ms=DEFAULT_VERIFY_MS, feature_priors={**priors}))
 
 
 def _draft(feature: str, n: int = 128) -> Draft:

@@ -13,8 +13,14 @@ from edge_spec.core.types import Draft
 
 def _costs(table: dict[int, float] | None = None) -> VerifyCosts:
     cfg = ControllerSettings()  # the shipped smoothing and weights
-    return VerifyCosts(table or DEFAULT_VERIFY_MS, 512, cfg.cost_smoothing,
-                       cfg.cost_shape_weight, cfg.cost_shape_decay, cfg.cost_size_weight)
+    return VerifyCosts(
+        table or DEFAULT_VERIFY_MS,
+        512,
+        cfg.cost_smoothing,
+        cfg.cost_shape_weight,
+        cfg.cost_shape_decay,
+        cfg.cost_size_weight,
+    )
 
 
 def test_one_slow_step_does_not_make_its_size_look_worse_than_its_neighbours() -> None:
@@ -63,8 +69,9 @@ def test_noisy_steps_keep_the_longest_draft_chosen() -> None:
     # Steps of the longest draft, each as dear as the table says times log-normal noise: the
     # controller keeps verifying near-full drafts that are always right (a size next to the
     # one just measured may take its place: they cost the same per token, within the noise).
-    ctl = Controller(ControllerSettings(verify_ms=DEFAULT_VERIFY_MS,
-                                        feature_priors={"ref-a-s64": 0.999}))
+    ctl = Controller(
+        ControllerSettings(verify_ms=DEFAULT_VERIFY_MS, feature_priors={"ref-a-s64": 0.999})
+    )
     draft = Draft(tokens=list(range(128)), source="reference", feature="ref-a-s64")
     rng = np.random.default_rng(1)
     table = _costs()

@@ -14,16 +14,21 @@ SOURCE = "".join(f"def f{i}(x):\n    return x * {i}\n\n" for i in range(12))
 
 def ctl(**kw: object) -> Controller:
     # A GPU-like cost curve, where a cheap drafter pays.
-    return Controller(ControllerSettings(verify_ms={1: 10.0, 8: 11.0, 64: 14.0, 128: 18.0},
-                                         draft_cost_ratio={"reference": 0.001, "model": 0.1},
-                                         **kw))
+    return Controller(
+        ControllerSettings(
+            verify_ms={1: 10.0, 8: 11.0, 64: 14.0, 128: 18.0},
+            draft_cost_ratio={"reference": 0.001, "model": 0.1},
+            **kw,
+        )
+    )
 
 
 def test_prefill_time_is_not_a_per_token_cost() -> None:
     c = ctl()
     assert c.best_k("model", 64) > 0
-    slow_first = Draft(tokens=[1] * 8, source="model", feature="model", draft_ms=2008.0,
-                       prefill_ms=2000.0)
+    slow_first = Draft(
+        tokens=[1] * 8, source="model", feature="model", draft_ms=2008.0, prefill_ms=2000.0
+    )
     c.observe(slow_first, 8, 8, 11.0)
     assert c.draft_ratio("model") < 0.2
     assert c.best_k("model", 64) > 0

@@ -61,8 +61,10 @@ def test_generate_and_stream_generate() -> None:
     assert "".join(stream) == res.text and stream.result.tokens == res.tokens
 
 
-LAZY = ("def f0(x):\n    return x * 0  # ✓ 漢字\n\n# ... existing code (f1, f2) ...\n"
-        "def f3(x):\n    return x * 333  # ✓ 漢字\n// ... rest of the file unchanged\n")
+LAZY = (
+    "def f0(x):\n    return x * 0  # ✓ 漢字\n\n# ... existing code (f1, f2) ...\n"
+    "def f3(x):\n    return x * 333  # ✓ 漢字\n// ... rest of the file unchanged\n"
+)
 
 
 def lazy_engine() -> Engine:
@@ -104,8 +106,16 @@ def test_cli_lazy_policies(tmp_path, monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.setattr("edge_spec.cli.run.build_engine", lambda *a, **k: lazy_engine())
     (tmp_path / "o.txt").write_text(ORIG, encoding="utf-8")
     (tmp_path / "u.txt").write_text(UPD, encoding="utf-8")
-    args = ["run", "--original", str(tmp_path / "o.txt"), "--update", str(tmp_path / "u.txt"),
-            "--engine", "model", "--no-guard"]  # without the guard, the fake answer is lazy
+    args = [
+        "run",
+        "--original",
+        str(tmp_path / "o.txt"),
+        "--update",
+        str(tmp_path / "u.txt"),
+        "--engine",
+        "model",
+        "--no-guard",
+    ]  # without the guard, the fake answer is lazy
     out = tmp_path / "m.py"
     res = CliRunner().invoke(main, [*args, "--out", str(out)])
     assert res.exit_code == 0 and out.read_text(encoding="utf-8") == MERGED

@@ -28,8 +28,12 @@ _ENV = os.environ.get("EDGE_SPEC_FUZZ_EXAMPLES")
 
 def fuzz_settings(default: int):  # noqa: ANN201 - a hypothesis settings object
     """About 3-8 s per harness on a busy 2-core machine; EDGE_SPEC_FUZZ_EXAMPLES overrides."""
-    return settings(max_examples=int(_ENV) if _ENV else default, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    return settings(
+        max_examples=int(_ENV) if _ENV else default,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -37,11 +41,29 @@ def fuzz_settings(default: int):  # noqa: ANN201 - a hypothesis settings object
 
 # Byte fragments that make valid and broken UTF-8 likely: ASCII letters the stop strings use,
 # 2/3/4-byte characters, truncated ones, stray continuation bytes, a surrogate, out of range.
-FRAGMENTS = [b"a", b"b", b"ab", b"ba", b"\n", b"\xc3\xa9", b"\xe2\x82\xac", b"\xf0\x9f\x98\x80",
-             b"\xc3", b"\xe2\x82", b"\xf0\x9f\x98", b"\x80", b"\xbf", b"\xff", b"\xc0\xaf",
-             b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xef\xbf\xbd"]
-DATA = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.binary(max_size=4)),
-                max_size=24).map(b"".join)
+FRAGMENTS = [
+    b"a",
+    b"b",
+    b"ab",
+    b"ba",
+    b"\n",
+    b"\xc3\xa9",
+    b"\xe2\x82\xac",
+    b"\xf0\x9f\x98\x80",
+    b"\xc3",
+    b"\xe2\x82",
+    b"\xf0\x9f\x98",
+    b"\x80",
+    b"\xbf",
+    b"\xff",
+    b"\xc0\xaf",
+    b"\xed\xa0\x80",
+    b"\xf4\x90\x80\x80",
+    b"\xef\xbf\xbd",
+]
+DATA = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.binary(max_size=4)), max_size=24).map(
+    b"".join
+)
 CUTS = st.lists(st.integers(0, 128), max_size=32)
 ASCII_STOPS = st.lists(st.text(alphabet="ab", max_size=4), max_size=3)
 # Stops with non-ASCII and U+FFFD: the replacement character of broken bytes can match them.
@@ -84,24 +106,47 @@ def test_stream_oracle_agrees_with_one_shot_decoding() -> None:
 TOKS = [0, 1, 2] + [b + 3 for b in b"ab \n(){}"] + [0xC3 + 3, 0xA9 + 3]
 REF_TEXT = st.text(alphabet="ab \n(){}\u00e9", max_size=80)
 # References as apply passes them: texts with cut points (character offsets, some past the end).
-REFERENCES = st.lists(st.one_of(REF_TEXT, st.builds(
-    Reference, REF_TEXT, st.lists(st.integers(0, 90), max_size=4))), max_size=3)
-STEPS = st.lists(st.tuples(st.integers(-2, 40), st.integers(0, 64), st.integers(0, 64),
-                           st.sampled_from(TOKS)), max_size=25)
+REFERENCES = st.lists(
+    st.one_of(REF_TEXT, st.builds(Reference, REF_TEXT, st.lists(st.integers(0, 90), max_size=4))),
+    max_size=3,
+)
+STEPS = st.lists(
+    st.tuples(st.integers(-2, 40), st.integers(0, 64), st.integers(0, 64), st.sampled_from(TOKS)),
+    max_size=25,
+)
 
 
 @fuzz_settings(1500)
-@given(prompt=st.lists(st.sampled_from(TOKS), max_size=40),
-       references=REFERENCES, steps=STEPS,
-       ngram_min=st.integers(1, 4), ngram_max=st.integers(1, 40),
-       text_min_chars=st.integers(1, 24), requests=st.integers(1, 2))
-@example(prompt=[], references=["ab"], steps=[(5, 64, 64, 3)], ngram_min=2, ngram_max=32,
-         text_min_chars=12, requests=1)
-def test_reference_drafter(prompt: list[int], references: list[str],
-                           steps: list[tuple[int, int, int, int]], ngram_min: int,
-                           ngram_max: int, text_min_chars: int, requests: int) -> None:
-    kinds = fc.check_reference(prompt, references, steps, ngram_min, ngram_max, text_min_chars,
-                               requests)
+@given(
+    prompt=st.lists(st.sampled_from(TOKS), max_size=40),
+    references=REFERENCES,
+    steps=STEPS,
+    ngram_min=st.integers(1, 4),
+    ngram_max=st.integers(1, 40),
+    text_min_chars=st.integers(1, 24),
+    requests=st.integers(1, 2),
+)
+@example(
+    prompt=[],
+    references=["ab"],
+    steps=[(5, 64, 64, 3)],
+    ngram_min=2,
+    ngram_max=32,
+    text_min_chars=12,
+    requests=1,
+)
+def test_reference_drafter(
+    prompt: list[int],
+    references: list[str],
+    steps: list[tuple[int, int, int, int]],
+    ngram_min: int,
+    ngram_max: int,
+    text_min_chars: int,
+    requests: int,
+) -> None:
+    kinds = fc.check_reference(
+        prompt, references, steps, ngram_min, ngram_max, text_min_chars, requests
+    )
     for kind in kinds:
         event(f"drafted {kind}")
 
@@ -139,25 +184,70 @@ def _base() -> dict:
     return tomllib.loads(SHIPPED.read_text())
 
 
-KEYS = ["name", "description", "backend", "threads", "n_gpu_layers", "n_ctx", "n_batch",
-        "onnx_provider", "kind", "model", "quant", "p_min", "k_max", "prior_accept",
-        "prior_weight", "prior_events", "decay", "cost_smoothing", "probe_every", "verify_ms",
-        "drafter_ratio",
-        "prefill_ms_per_token", "source", "machine", "date", "method", "target",
-        "1", "2", "8", "128", "0", "129", "-1", "1e3", " 4", "bogus"]
+KEYS = [
+    "name",
+    "description",
+    "backend",
+    "threads",
+    "n_gpu_layers",
+    "n_ctx",
+    "n_batch",
+    "onnx_provider",
+    "kind",
+    "model",
+    "quant",
+    "p_min",
+    "k_max",
+    "prior_accept",
+    "prior_weight",
+    "prior_events",
+    "decay",
+    "cost_smoothing",
+    "probe_every",
+    "verify_ms",
+    "drafter_ratio",
+    "prefill_ms_per_token",
+    "source",
+    "machine",
+    "date",
+    "method",
+    "target",
+    "1",
+    "2",
+    "8",
+    "128",
+    "0",
+    "129",
+    "-1",
+    "1e3",
+    " 4",
+    "bogus",
+]
 SECTIONS = [None, "runtime", "drafter", "controller", "costs", "verify_ms", "bogus"]
 TOML_VALUES = st.recursive(
     # Integers in TOML's 64-bit range: tomllib reads bigger ones too, which profile.py does not
     # survive yet (see test_profile_refuses_a_huge_integer); widen this once it does.
-    st.one_of(st.integers(-2**63, 2**63 - 1), st.floats(), st.booleans(),
-              st.text(max_size=8), st.dates(), st.sampled_from(["llamacpp", "hybrid",
-                                                                "measured", "onnx"])),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-        st.sampled_from(KEYS), inner, max_size=3),
-    max_leaves=6)
+    st.one_of(
+        st.integers(-(2**63), 2**63 - 1),
+        st.floats(),
+        st.booleans(),
+        st.text(max_size=8),
+        st.dates(),
+        st.sampled_from(["llamacpp", "hybrid", "measured", "onnx"]),
+    ),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(KEYS), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
 DELETE = object()
-MUTATIONS = st.lists(st.tuples(st.sampled_from(SECTIONS), st.sampled_from(KEYS),
-                               st.one_of(st.just(DELETE), TOML_VALUES)), min_size=1, max_size=4)
+MUTATIONS = st.lists(
+    st.tuples(
+        st.sampled_from(SECTIONS), st.sampled_from(KEYS), st.one_of(st.just(DELETE), TOML_VALUES)
+    ),
+    min_size=1,
+    max_size=4,
+)
 
 
 def _mutate(doc: dict, section: str | None, key: str, value: object) -> None:
@@ -185,9 +275,15 @@ def test_profile_loader_structured(mutations: list) -> None:
     event("accepted" if fc.check_profile_text(fc.toml_document(doc)) else "refused")
 
 
-LINE_OPS = st.lists(st.tuples(st.sampled_from(["delete", "dup", "insert", "char"]),
-                              st.integers(0, 10_000), st.text(max_size=12)),
-                    min_size=1, max_size=4)
+LINE_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["delete", "dup", "insert", "char"]),
+        st.integers(0, 10_000),
+        st.text(max_size=12),
+    ),
+    min_size=1,
+    max_size=4,
+)
 
 
 @fuzz_settings(1500)
@@ -205,7 +301,7 @@ def test_profile_loader_text_mutations(ops: list) -> None:
             lines.insert(i, text + "\n")
         elif op == "char" and i < len(lines) and lines[i]:
             j = at % len(lines[i])
-            lines[i] = lines[i][:j] + text[:1] + lines[i][j + 1:]
+            lines[i] = lines[i][:j] + text[:1] + lines[i][j + 1 :]
     event("accepted" if fc.check_profile_text("".join(lines)) else "refused")
 
 

@@ -49,7 +49,7 @@ class Oracle:
 
     def propose(self, context, limit):  # noqa: ANN001
         i = len(context) - self.n_prompt
-        toks = self.truth[i:i + limit]
+        toks = self.truth[i : i + limit]
         if self.wrong:
             toks = [(t + 1) % 250 + 3 for t in toks]
         return Draft(tokens=toks, source="reference", feature="oracle")
@@ -71,8 +71,14 @@ def test_speculative_equals_plain(kind: str, fixed_k: int | None) -> None:
     ref = ReferenceDrafter(rt)
     model = ModelDrafter(drafter_rt, p_min=0.0)
     drafters = {"reference": [ref], "model": [model], "hybrid": [ref, model]}[kind]
-    res = generate(rt, prompt(rt), drafters, flat_ctl(), GenConfig(max_tokens=200, fixed_k=fixed_k),
-                   references=[SOURCE])
+    res = generate(
+        rt,
+        prompt(rt),
+        drafters,
+        flat_ctl(),
+        GenConfig(max_tokens=200, fixed_k=fixed_k),
+        references=[SOURCE],
+    )
     assert res.tokens == want
     assert res.stats.target_forwards < len(want) or kind == "model"
 
@@ -89,7 +95,9 @@ def test_oracle_all_accepted_and_always_wrong() -> None:
         full = [s for s in res.stats.steps if s.k == k]
         assert all(s.emitted == k + 1 for s in full)
         rt = target()
-        res = generate(rt, p, [Oracle(want, len(p), wrong=True)], flat_ctl(), GenConfig(120, fixed_k=k))
+        res = generate(
+            rt, p, [Oracle(want, len(p), wrong=True)], flat_ctl(), GenConfig(120, fixed_k=k)
+        )
         assert res.tokens == want and res.stats.accepted == 0
 
 
@@ -101,7 +109,7 @@ def test_adaptive_backs_off_when_drafts_fail() -> None:
     ctl = Controller(ControllerSettings(verify_ms={1: 12.0, 2: 16.0, 8: 40.0, 64: 264.0}))
     res = generate(rt, p, [Oracle(want, len(p), wrong=True)], ctl, GenConfig(150), clock=clock)
     assert res.tokens == want
-    late = res.stats.steps[len(res.stats.steps) // 2:]
+    late = res.stats.steps[len(res.stats.steps) // 2 :]
     assert sum(s.k for s in late) <= 0.2 * len(late)
 
 
@@ -116,7 +124,9 @@ def test_eos_inside_draft_and_max_tokens() -> None:
     assert EOS not in spec.tokens
     for m in (1, 5, 17):
         rt3 = target()
-        r = generate(rt3, prompt(rt3), [ReferenceDrafter(rt3)], flat_ctl(), GenConfig(m, fixed_k=32))
+        r = generate(
+            rt3, prompt(rt3), [ReferenceDrafter(rt3)], flat_ctl(), GenConfig(m, fixed_k=32)
+        )
         assert len(r.tokens) == m and r.stats.finish_reason == "length"
         assert r.tokens == plain(max_tokens=m)
 
@@ -130,15 +140,28 @@ def test_stop_string_inside_accepted_block_and_utf8_stream() -> None:
     stop = "return a * b"
     rt = target()
     deltas: list[str] = []
-    res = generate(rt, prompt(rt), [ReferenceDrafter(rt)], flat_ctl(),
-                   GenConfig(400, stop=(stop,), fixed_k=64), on_delta=deltas.append)
+    res = generate(
+        rt,
+        prompt(rt),
+        [ReferenceDrafter(rt)],
+        flat_ctl(),
+        GenConfig(400, stop=(stop,), fixed_k=64),
+        on_delta=deltas.append,
+    )
     assert res.stats.finish_reason == "stop"
     assert res.text == want_text[: want_text.index(stop)]
     assert "".join(deltas) == res.text
     rt = target()
     deltas = []
-    res = generate(rt, prompt(rt), [ReferenceDrafter(rt)], flat_ctl(), GenConfig(n_bytes),
-                   on_delta=deltas.append, references=[SOURCE])
+    res = generate(
+        rt,
+        prompt(rt),
+        [ReferenceDrafter(rt)],
+        flat_ctl(),
+        GenConfig(n_bytes),
+        on_delta=deltas.append,
+        references=[SOURCE],
+    )
     assert "".join(deltas) == res.text == want_text
     assert res.stats.accepted > 0 and len(deltas) < len(res.tokens)
     assert all("\ufffd" not in d for d in deltas)
@@ -162,7 +185,9 @@ def test_cancel_and_prefix_reuse() -> None:
 
 def test_empty_reference_and_prompt_too_long() -> None:
     rt = target()
-    res = generate(rt, prompt(rt), [ReferenceDrafter(rt)], flat_ctl(), GenConfig(60), references=[""])
+    res = generate(
+        rt, prompt(rt), [ReferenceDrafter(rt)], flat_ctl(), GenConfig(60), references=[""]
+    )
     assert res.tokens == plain(max_tokens=60)
     small = FakeRuntime(n_ctx=32)
     with pytest.raises(UserError, match="does not fit"):

@@ -11,8 +11,9 @@ from edge_spec.drafters.reference import ReferenceDrafter
 from edge_spec.errors import UserError
 from edge_spec.runtimes.fake import FakeRuntime
 
-FILE = "".join(f"def handler_{i}(request):\n    return respond(request, code={i})\n\n"
-               for i in range(120))
+FILE = "".join(
+    f"def handler_{i}(request):\n    return respond(request, code={i})\n\n" for i in range(120)
+)
 
 
 def test_copy_continues_the_alignment_and_resyncs_after_an_edit() -> None:
@@ -59,18 +60,20 @@ def test_step_cost_on_a_5000_token_reference(capsys) -> None:  # noqa: ANN001
     d.begin(prompt, [text[:5000]])
     times, right = [], 0
     for i in range(0, 4000, 37):
-        ctx = prompt + rt.tokenize(text[:i + 50])
+        ctx = prompt + rt.tokenize(text[: i + 50])
         t0 = time.perf_counter()
         draft = d.propose(ctx, 32)
         times.append((time.perf_counter() - t0) * 1e3)
         assert len(draft) <= 32  # bounded by what was asked, however long the reference
-        right += rt.detokenize(draft.tokens) == text[i + 50:i + 50 + len(draft)]
+        right += rt.detokenize(draft.tokens) == text[i + 50 : i + 50 + len(draft)]
     # Inside a copied stretch, the draft is the reference's continuation (the file repeats, so
     # the second copy's alignment must be kept, not jump to the first occurrence).
     assert right >= 0.95 * len(times)
     with capsys.disabled():
-        print(f"\n[reference drafter] 5000-token reference: median {statistics.median(times):.3f} ms"
-              f", max {max(times):.3f} ms per propose()")
+        print(
+            f"\n[reference drafter] 5000-token reference: median {statistics.median(times):.3f} ms"
+            f", max {max(times):.3f} ms per propose()"
+        )
 
 
 @pytest.mark.real
@@ -81,7 +84,7 @@ def test_token_boundaries_fall_back_to_text(smollm2_rt) -> None:  # noqa: ANN001
     # where the same text follows other characters.
     out_text = "x = 1\n" + ref[:30]
     alone, in_ctx = rt.tokenize(ref), rt.tokenize(out_text)
-    bigrams = {tuple(alone[i:i + 2]) for i in range(len(alone) - 1)}
+    bigrams = {tuple(alone[i : i + 2]) for i in range(len(alone) - 1)}
     assert tuple(in_ctx[-2:]) not in bigrams  # token n-gram matching alone finds nothing here
     d = ReferenceDrafter(rt)
     prompt = rt.tokenize("Q:")
@@ -96,7 +99,9 @@ def test_drafts_end_at_edit_cuts() -> None:
 
     rt = FakeRuntime()
     original = "a = 1\nb = 2\nc = 3\nd = 4\n"
-    merged, _ = edit_references(original, "# ... existing code ...\nc = 30\n# ... existing code ...\n")
+    merged, _ = edit_references(
+        original, "# ... existing code ...\nc = 30\n# ... existing code ...\n"
+    )
     assert merged.text == "a = 1\nb = 2\nc = 30\nd = 4\n" and merged.cuts == (12, 19)
     d = ReferenceDrafter(rt)
     prompt = rt.tokenize("Q")

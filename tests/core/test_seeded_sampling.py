@@ -52,8 +52,9 @@ def _runs(n: int) -> list[list[int]]:
     sampling = SamplingSettings(temperature=1.0)
     outs = []
     for seed in range(n):
-        cfg = GenConfig(max_tokens=2, sampling=SamplingSettings(temperature=1.0, seed=seed),
-                        fixed_k=1)
+        cfg = GenConfig(
+            max_tokens=2, sampling=SamplingSettings(temperature=1.0, seed=seed), fixed_k=1
+        )
         drafter = ModelDrafter(drafter_rt, sampling, p_min=0.0)
         res = generate(target, PROMPT, [drafter], Controller(), cfg)
         outs.append(res.tokens)
@@ -68,8 +69,9 @@ def _stats(outs: list[list[int]]) -> tuple[float, float]:
     n = len(outs)
     first = Counter(o[0] for o in outs)
     second = Counter(o[1] for o in outs)
-    marginal = [sum(P_FIRST[i] * P_NEXT[t][j] for i, t in enumerate(TOKENS))
-                for j in range(len(TOKENS))]
+    marginal = [
+        sum(P_FIRST[i] * P_NEXT[t][j] for i, t in enumerate(TOKENS)) for j in range(len(TOKENS))
+    ]
     return _chi2(first, P_FIRST, n), _chi2(second, marginal, n)
 
 

@@ -72,8 +72,9 @@ def test_top_k_top_p_respected() -> None:
     assert np.count_nonzero(p) == 3 and p.argmax() == V - 1
     p = target_probs(logits, SamplingConfig(temperature=1.0, top_p=0.5))
     assert 0 < np.count_nonzero(p) < V and abs(p.sum() - 1) < 1e-9
-    counts = _first_token_counts(np.tile(logits, (2, 1)), lambda r: ([0], None),
-                                 SamplingConfig(temperature=1.0, top_k=3))
+    counts = _first_token_counts(
+        np.tile(logits, (2, 1)), lambda r: ([0], None), SamplingConfig(temperature=1.0, top_k=3)
+    )
     assert counts[: V - 3].sum() == 0
 
 

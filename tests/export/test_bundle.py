@@ -32,17 +32,22 @@ def make_bundle(root: Path, onnx: bool = False) -> Manifest:
     root.mkdir(parents=True, exist_ok=True)
     (root / "target-Q8_0.gguf").write_bytes(b"GGUF" + bytes(range(256)) * 40)
     (root / "drafter-Q4_0.gguf").write_bytes(b"GGUF" + b"d" * 5000)
-    files = [file_entry(root, "target-Q8_0.gguf", "target", "gguf", "Q8_0", "src"),
-             file_entry(root, "drafter-Q4_0.gguf", "drafter", "gguf", "Q4_0", "src")]
+    files = [
+        file_entry(root, "target-Q8_0.gguf", "target", "gguf", "Q8_0", "src"),
+        file_entry(root, "drafter-Q4_0.gguf", "drafter", "gguf", "Q4_0", "src"),
+    ]
     if onnx:
         (root / "target-onnx-int4").mkdir()
         for name in ("model.onnx", "genai_config.json"):
             (root / "target-onnx-int4" / name).write_text(name)
             files.append(file_entry(root, f"target-onnx-int4/{name}", "target", "onnx", "int4"))
-    m = Manifest(files=tuple(files),
-                 tokenizer=TokenizerInfo("8e5e36fc059d9bae", 49152, "bpe", 1, 2),
-                 recommended_profile="cpu", created_by="test",
-                 checks=(CheckResult("target-Q8_0.gguf", "target", "src", 32, 0.96875, 1, 1.5),))
+    m = Manifest(
+        files=tuple(files),
+        tokenizer=TokenizerInfo("8e5e36fc059d9bae", 49152, "bpe", 1, 2),
+        recommended_profile="cpu",
+        created_by="test",
+        checks=(CheckResult("target-Q8_0.gguf", "target", "src", 32, 0.96875, 1, 1.5),),
+    )
     write_manifest(root, m)
     return m
 
@@ -60,8 +65,11 @@ def test_bundle_models_by_runtime(tmp_path: Path) -> None:
     root = tmp_path / "b"
     make_bundle(root, onnx=True)
     target, drafter, rt = bundle_models(root)
-    assert (target, drafter, rt) == (root / "target-Q8_0.gguf", root / "drafter-Q4_0.gguf",
-                                     "llamacpp")
+    assert (target, drafter, rt) == (
+        root / "target-Q8_0.gguf",
+        root / "drafter-Q4_0.gguf",
+        "llamacpp",
+    )
     target, drafter, rt = bundle_models(root, "onnx")
     assert (target, drafter, rt) == (root / "target-onnx-int4", None, "ort")
 
@@ -158,8 +166,9 @@ def test_unknown_top_level_key_and_bad_version(tmp_path: Path) -> None:
         load_bundle(root)
 
 
-@pytest.mark.parametrize("bad", ["../outside.gguf", "/etc/passwd", "a/../../x.gguf",
-                                 "sub\\..\\x.gguf", "./target.gguf"])
+@pytest.mark.parametrize(
+    "bad", ["../outside.gguf", "/etc/passwd", "a/../../x.gguf", "sub\\..\\x.gguf", "./target.gguf"]
+)
 def test_paths_outside_the_bundle_refused(tmp_path: Path, bad: str) -> None:
     root = tmp_path / "b"
     make_bundle(root)

@@ -29,6 +29,7 @@ def no_partials(parent: Path) -> bool:
 
 # ---- no model needed -------------------------------------------------------------------------
 
+
 def test_unknown_quant_lists_the_valid_ones() -> None:
     from edge_spec.export.quantize import quant_name
 
@@ -74,11 +75,14 @@ def test_bad_safetensors_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "out.gguf").exists()
 
 
-@pytest.mark.parametrize("args, match", [
-    (("--drafter", "x", "--self-drafter", "Q4_0"), "either --drafter"),
-    (("--format", "safetensors"), "unknown --format"),
-    (("--target-quant", "Q4_0", "--self-drafter", "q4_0"), "target's own quantization"),
-])
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (("--drafter", "x", "--self-drafter", "Q4_0"), "either --drafter"),
+        (("--format", "safetensors"), "unknown --format"),
+        (("--target-quant", "Q4_0", "--self-drafter", "q4_0"), "target's own quantization"),
+    ],
+)
 def test_bad_option_combinations(tmp_path: Path, args: tuple[str, ...], match: str) -> None:
     err = one_line_error(invoke("export", "smollm2", *args, "--out", str(tmp_path / "b"), "-q"))
     assert match in err
@@ -92,25 +96,42 @@ def test_existing_out_refused(tmp_path: Path) -> None:
 
 # ---- SmolLM2 ---------------------------------------------------------------------------------
 
+
 def _onnx_available() -> bool:
     import importlib.util
 
-    return all(importlib.util.find_spec(m) for m in ("edge_spec.export.onnx", "onnxruntime_genai",
-                                                      "onnxruntime"))
+    return all(
+        importlib.util.find_spec(m)
+        for m in ("edge_spec.export.onnx", "onnxruntime_genai", "onnxruntime")
+    )
 
 
 @pytest.mark.real
-def test_hf_checkpoint_to_gguf_q8_and_onnx_int8(smollm2_hf_dir: Path, smollm2_path: Path,
-                                                tmp_path: Path) -> None:
+def test_hf_checkpoint_to_gguf_q8_and_onnx_int8(
+    smollm2_hf_dir: Path, smollm2_path: Path, tmp_path: Path
+) -> None:
     """SmolLM2 GGUF -> HF (fixture) -> GGUF Q8_0 + ONNX int8 bundle, each checked against the
     torch model, then run with llama.cpp and onnxruntime (ONNX part when its extras exist)."""
     from edge_spec.export.gguf_info import gguf_vocab
 
     onnx = _onnx_available()
     out = tmp_path / "bundle"
-    res = invoke("export", str(smollm2_hf_dir), "--format", "gguf,onnx" if onnx else "gguf",
-                 "--onnx-quant", "int8", "--target-quant", "Q8_0", "--threads", "1",
-                 "--out", str(out), "--json", "-q")
+    res = invoke(
+        "export",
+        str(smollm2_hf_dir),
+        "--format",
+        "gguf,onnx" if onnx else "gguf",
+        "--onnx-quant",
+        "int8",
+        "--target-quant",
+        "Q8_0",
+        "--threads",
+        "1",
+        "--out",
+        str(out),
+        "--json",
+        "-q",
+    )
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     kinds = {(f["role"], f["format"], f["quant"]) for f in d["files"]}
@@ -122,8 +143,20 @@ def test_hf_checkpoint_to_gguf_q8_and_onnx_int8(smollm2_hf_dir: Path, smollm2_pa
         assert c["tokens"] == 32 and "torch" in c["reference"] and c["agreement"] >= 0.75, c
     assert no_partials(tmp_path) and not (out / ".work").exists()
     for runtime in ("llamacpp", "ort") if onnx else ("llamacpp",):
-        run = invoke("run", "--bundle", str(out), "--runtime", runtime, "--prompt",
-                     "Write a haiku about caches", "--max-tokens", "8", "--threads", "1", "--json")
+        run = invoke(
+            "run",
+            "--bundle",
+            str(out),
+            "--runtime",
+            runtime,
+            "--prompt",
+            "Write a haiku about caches",
+            "--max-tokens",
+            "8",
+            "--threads",
+            "1",
+            "--json",
+        )
         assert run.exit_code == 0, run.output
         assert json.loads(run.stdout)["text"].strip(), runtime
     info = json.loads(invoke("inspect", str(out), "--json").stdout)
@@ -137,9 +170,12 @@ def test_gguf_self_drafter_bundle(tmp_path: Path) -> None:
     from edge_spec.export.pipeline import ExportOptions, export
 
     out = tmp_path / "smol"
-    r = export("smollm2-135m-instruct-q4_1", out,
-               ExportOptions(target_quant="Q8_0", self_drafter="Q4_0", threads=1),
-               progress=False)
+    r = export(
+        "smollm2-135m-instruct-q4_1",
+        out,
+        ExportOptions(target_quant="Q8_0", self_drafter="Q4_0", threads=1),
+        progress=False,
+    )
     assert {c.role for c in r.manifest.checks} == {"target", "drafter"}
     assert all("llama.cpp" in c.reference and c.tokens == 32 for c in r.manifest.checks)
     assert any("compounds" in w for w in r.warnings)  # Q4_1 source re-quantized
@@ -149,8 +185,9 @@ def test_gguf_self_drafter_bundle(tmp_path: Path) -> None:
 
 
 @pytest.mark.real
-def test_failure_in_late_stage_leaves_no_bundle(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failure_in_late_stage_leaves_no_bundle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import edge_spec.export.stages as stages
     from edge_spec.export.pipeline import ExportOptions, export
 
@@ -160,14 +197,19 @@ def test_failure_in_late_stage_leaves_no_bundle(tmp_path: Path,
     monkeypatch.setattr(stages, "write_manifest", disk_full)
     out = tmp_path / "b"
     with pytest.raises(UserError, match="stage 'manifest' failed: OSError.*No space left"):
-        export("smollm2-135m-instruct-q4_1", out,
-               ExportOptions(target_quant="Q4_0", check=False, threads=1), progress=False)
+        export(
+            "smollm2-135m-instruct-q4_1",
+            out,
+            ExportOptions(target_quant="Q4_0", check=False, threads=1),
+            progress=False,
+        )
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.real
-def test_interrupt_leaves_no_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                    smollm2_path: Path) -> None:
+def test_interrupt_leaves_no_bundle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, smollm2_path: Path
+) -> None:
     import edge_spec.export.stages as quantize  # the stage calls quantize_gguf through its import
     from edge_spec.export.pipeline import ExportOptions, export
 
@@ -182,58 +224,100 @@ def test_interrupt_leaves_no_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 # ---- Qwen demo pair --------------------------------------------------------------------------
 
+
 @pytest.mark.real
 @pytest.mark.slow
-def test_qwen_drafter_exported_for_target_pairs(qwen_paths: tuple[Path, Path],
-                                                tmp_path: Path) -> None:
+def test_qwen_drafter_exported_for_target_pairs(
+    qwen_paths: tuple[Path, Path], tmp_path: Path
+) -> None:
     target, drafter = qwen_paths
     out = tmp_path / "qwen"
-    res = invoke("export", str(target), "--drafter", str(drafter), "--drafter-quant", "Q4_0",
-                 "--no-check", "--threads", "1", "--out", str(out), "--json", "-q")
+    res = invoke(
+        "export",
+        str(target),
+        "--drafter",
+        str(drafter),
+        "--drafter-quant",
+        "Q4_0",
+        "--no-check",
+        "--threads",
+        "1",
+        "--out",
+        str(out),
+        "--json",
+        "-q",
+    )
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
-    assert {(f["role"], f["quant"]) for f in d["files"]} == {("target", "Q4_K_M"),
-                                                             ("drafter", "Q4_0")}
+    assert {(f["role"], f["quant"]) for f in d["files"]} == {
+        ("target", "Q4_K_M"),
+        ("drafter", "Q4_0"),
+    }
     assert d["tokenizer"]["vocab_size"] == 151936 and d["tokenizer"]["eos_id"] == 151645
-    pair = invoke("inspect", str(out / "target-Q4_K_M.gguf"), str(out / "drafter-Q4_0.gguf"),
-                  "--json")
+    pair = invoke(
+        "inspect", str(out / "target-Q4_K_M.gguf"), str(out / "drafter-Q4_0.gguf"), "--json"
+    )
     assert pair.exit_code == 0 and json.loads(pair.stdout)["pairing"]["pairs"] is True
 
 
 @pytest.mark.real
 @pytest.mark.slow
-def test_qwen_and_smollm2_refuse_to_pair(qwen_paths: tuple[Path, Path], smollm2_path: Path,
-                                         tmp_path: Path) -> None:
-    err = one_line_error(invoke("export", str(smollm2_path), "--drafter", str(qwen_paths[1]),
-                                "--out", str(tmp_path / "b"), "-q"))
+def test_qwen_and_smollm2_refuse_to_pair(
+    qwen_paths: tuple[Path, Path], smollm2_path: Path, tmp_path: Path
+) -> None:
+    err = one_line_error(
+        invoke(
+            "export",
+            str(smollm2_path),
+            "--drafter",
+            str(qwen_paths[1]),
+            "--out",
+            str(tmp_path / "b"),
+            "-q",
+        )
+    )
     assert "stage 'pair'" in err and "does not pair" in err
     assert list(tmp_path.iterdir()) == []
     err = one_line_error(invoke("inspect", str(qwen_paths[0]), str(smollm2_path)))
     assert "cannot draft for" in err and "differ" in err
 
 
-
 # ---- per-family checks of the converter (no model needed) -----------------------------------
+
 
 def test_unknown_model_type_lists_the_supported(tmp_path: Path) -> None:
     from edge_spec.export.hf_to_gguf import read_config
 
     (tmp_path / "config.json").write_text('{"model_type": "mamba"}')
-    with pytest.raises(UserError, match="'mamba' is not supported.*qwen3.*gemma3_text.*phi3"
-                                        ".*granite.*starcoder2"):
+    with pytest.raises(
+        UserError, match="'mamba' is not supported.*qwen3.*gemma3_text.*phi3.*granite.*starcoder2"
+    ):
         read_config(tmp_path)
 
 
-@pytest.mark.parametrize("change, match", [
-    ({"layer_types": ["full_attention", "sliding_attention"]}, "sliding-window layers then one global"),
-    ({"query_pre_attn_scalar": 256}, "query_pre_attn_scalar 256 differs"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (
+            {"layer_types": ["full_attention", "sliding_attention"]},
+            "sliding-window layers then one global",
+        ),
+        ({"query_pre_attn_scalar": 256}, "query_pre_attn_scalar 256 differs"),
+    ],
+)
 def test_gemma3_llama_cpp_would_run_differently(change: dict, match: str) -> None:
     gguf = pytest.importorskip("gguf")
     from edge_spec.export.gguf_arches import ARCHES
 
-    cfg = {"hidden_size": 64, "num_attention_heads": 4, "head_dim": 16, "num_hidden_layers": 2,
-           "sliding_window": 16, "query_pre_attn_scalar": 16, **change}
+    cfg = {
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "head_dim": 16,
+        "num_hidden_layers": 2,
+        "sliding_window": 16,
+        "query_pre_attn_scalar": 16,
+        **change,
+    }
     with pytest.raises(UserError, match=match):
         ARCHES["gemma3_text"].extra(gguf.GGUFWriter(None, "gemma3"), cfg, Path("ckpt"))
 
@@ -242,7 +326,10 @@ def test_phi3_longrope_refused() -> None:
     gguf = pytest.importorskip("gguf")
     from edge_spec.export.gguf_arches import ARCHES
 
-    cfg = {"max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
-           "rope_scaling": {"type": "longrope", "long_factor": [1.0], "short_factor": [1.0]}}
+    cfg = {
+        "max_position_embeddings": 131072,
+        "original_max_position_embeddings": 4096,
+        "rope_scaling": {"type": "longrope", "long_factor": [1.0], "short_factor": [1.0]},
+    }
     with pytest.raises(UserError, match="LongRoPE"):
         ARCHES["phi3"].extra(gguf.GGUFWriter(None, "phi3"), cfg, Path("ckpt"))

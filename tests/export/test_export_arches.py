@@ -37,8 +37,10 @@ def tokenizers(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
     root = tmp_path_factory.mktemp("tok")
     qwen = resolve("qwen2.5-coder-0.5b-instruct", progress=False)
-    return {"smol": tokenizer_from_gguf(smollm2_path, root / "smol"),
-            "qwen": tokenizer_from_gguf(qwen, root / "qwen")}
+    return {
+        "smol": tokenizer_from_gguf(smollm2_path, root / "smol"),
+        "qwen": tokenizer_from_gguf(qwen, root / "qwen"),
+    }
 
 
 def tiny(model_type: str, tokenizers: dict[str, Path], root: Path, seed: int = 0) -> Path:
@@ -56,12 +58,17 @@ def greedy(rt, ids: list[int], n: int = N_GREEDY) -> list[int]:  # noqa: ANN001
     return out
 
 
-def agree_or_near_tie(ref, ref_toks: list[int], other, other_toks: list[int],  # noqa: ANN001
-                      ids: list[int], what: str) -> str:
+def agree_or_near_tie(
+    ref,
+    ref_toks: list[int],
+    other,
+    other_toks: list[int],  # noqa: ANN001
+    ids: list[int],
+    what: str,
+) -> str:
     """Same greedy tokens, or at the first difference the reference's two candidates are closer
     than twice the largest logit difference of the two runtimes there (so either could win)."""
-    i = next((k for k, (a, b) in enumerate(zip(ref_toks, other_toks, strict=True)) if a != b),
-             None)
+    i = next((k for k, (a, b) in enumerate(zip(ref_toks, other_toks, strict=True)) if a != b), None)
     if i is None:
         return f"{what}: {len(ref_toks)} tokens equal"
     seq = ids + ref_toks[:i]
@@ -89,8 +96,9 @@ def spec_equals_plain(target, drafter, ids: list[int], what: str) -> str:  # noq
 
 @pytest.mark.real
 @pytest.mark.parametrize("model_type", list(FAMILIES))
-def test_family_round_trip(model_type: str, tokenizers: dict[str, Path], tmp_path: Path,
-                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_family_round_trip(
+    model_type: str, tokenizers: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from edge_spec.export.hf_to_gguf import hf_to_gguf
     from edge_spec.export.onnx import BUILDER_GAPS, builder_version, export_onnx
     from edge_spec.export.quantize import quantize_gguf
@@ -116,9 +124,10 @@ def test_family_round_trip(model_type: str, tokenizers: dict[str, Path], tmp_pat
     for name, rt in runtimes.items():
         assert text_tokens(rt, PROMPT) == ids, name  # one tokenizer, seen alike by every runtime
         report.append(agree_or_near_tie(torch_rt, ref, rt, greedy(rt, ids), ids, name))
-    drafters = {"llama.cpp f32": open_runtime("llamacpp", q8, OPTS),
-                "onnx fp32": runtimes.get("onnx fp32") and open_runtime("ort", tmp_path / "onnx",
-                                                                        OPTS)}
+    drafters = {
+        "llama.cpp f32": open_runtime("llamacpp", q8, OPTS),
+        "onnx fp32": runtimes.get("onnx fp32") and open_runtime("ort", tmp_path / "onnx", OPTS),
+    }
     report.append(spec_equals_plain(torch_rt, open_runtime("torch", hf, OPTS), ids, "torch"))
     for name, rt in runtimes.items():
         report.append(spec_equals_plain(rt, drafters[name], ids, name))
@@ -127,6 +136,7 @@ def test_family_round_trip(model_type: str, tokenizers: dict[str, Path], tmp_pat
 
 
 # ---- Qwen3: pairs, bundle, run -----------------------------------------------------------------
+
 
 def _cli(*args: str):  # noqa: ANN202
     from click.testing import CliRunner
@@ -144,23 +154,48 @@ def test_qwen3_pair_bundle_and_run(tokenizers: dict[str, Path], tmp_path: Path) 
     import json
 
     target = tiny("qwen3", tokenizers, tmp_path)
-    drafter = build_tiny("qwen3", tokenizers["qwen"], tmp_path / "qwen3-drafter", seed=1,
-                         num_hidden_layers=1, hidden_size=32, intermediate_size=64)
+    drafter = build_tiny(
+        "qwen3",
+        tokenizers["qwen"],
+        tmp_path / "qwen3-drafter",
+        seed=1,
+        num_hidden_layers=1,
+        hidden_size=32,
+        intermediate_size=64,
+    )
     other = tiny("llama", tokenizers, tmp_path)
     pair = _cli("inspect", str(target), str(drafter), "--json")
     assert pair.exit_code == 0, pair.output
     assert json.loads(pair.stdout)["pairing"]["pairs"] is True
     bad = _cli("inspect", str(target), str(other))
     assert bad.exit_code == 2 and "cannot draft for" in bad.stderr and "differ" in bad.stderr
-    refused = _cli("export", str(target), "--drafter", str(other), "--out",
-                   str(tmp_path / "nope"), "-q")
+    refused = _cli(
+        "export", str(target), "--drafter", str(other), "--out", str(tmp_path / "nope"), "-q"
+    )
     assert refused.exit_code == 2 and "stage 'pair'" in refused.stderr
     assert "does not pair" in refused.stderr and not (tmp_path / "nope").exists()
 
     out = tmp_path / "bundle"
-    res = _cli("export", str(target), "--drafter", str(drafter), "--format", "gguf,onnx",
-               "--target-quant", "F32", "--drafter-quant", "Q8_0", "--onnx-quant", "none",
-               "--threads", "2", "--out", str(out), "--json", "-q")
+    res = _cli(
+        "export",
+        str(target),
+        "--drafter",
+        str(drafter),
+        "--format",
+        "gguf,onnx",
+        "--target-quant",
+        "F32",
+        "--drafter-quant",
+        "Q8_0",
+        "--onnx-quant",
+        "none",
+        "--threads",
+        "2",
+        "--out",
+        str(out),
+        "--json",
+        "-q",
+    )
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     for f in d["files"]:
@@ -173,14 +208,41 @@ def test_qwen3_pair_bundle_and_run(tokenizers: dict[str, Path], tmp_path: Path) 
     for runtime in ("llamacpp", "ort"):
         texts = {}
         for draft in ("none", "model"):
-            run = _cli("run", "--bundle", str(out), "--runtime", runtime, "--prompt", PROMPT,
-                       "--no-chat", "--draft", draft, "--max-tokens", "24", "--threads", "2",
-                       "--json")
+            run = _cli(
+                "run",
+                "--bundle",
+                str(out),
+                "--runtime",
+                runtime,
+                "--prompt",
+                PROMPT,
+                "--no-chat",
+                "--draft",
+                draft,
+                "--max-tokens",
+                "24",
+                "--threads",
+                "2",
+                "--json",
+            )
             assert run.exit_code == 0, (runtime, draft, run.output)
             texts[draft] = json.loads(run.stdout)["text"]
         assert texts["model"] == texts["none"] and texts["none"], (runtime, texts)
         # `--model BUNDLE` names the same pair as `--bundle BUNDLE`
-        run = _cli("run", "--model", str(out), "--runtime", runtime, "--prompt", PROMPT,
-                   "--no-chat", "--max-tokens", "24", "--threads", "2", "--json")
+        run = _cli(
+            "run",
+            "--model",
+            str(out),
+            "--runtime",
+            runtime,
+            "--prompt",
+            PROMPT,
+            "--no-chat",
+            "--max-tokens",
+            "24",
+            "--threads",
+            "2",
+            "--json",
+        )
         assert run.exit_code == 0, (runtime, run.output)
         assert json.loads(run.stdout)["text"] == texts["none"], runtime

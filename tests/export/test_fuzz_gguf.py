@@ -24,8 +24,34 @@ SAMPLE = fz.sample_gguf()
 EXAMPLES = int(os.environ.get("EDGE_SPEC_FUZZ_EXAMPLES", "4000"))
 N = len(SAMPLE)
 # Values that sit on the bounds a parser gets wrong: sign bits, all-ones, the file size.
-INTERESTING = [0, 1, 2, 7, 8, 9, 12, 13, 31, 32, 63, 64, 65, 255, 1024, 1 << 20, 2**31 - 1,
-               2**31, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1, N - 24, N, N + 1]
+INTERESTING = [
+    0,
+    1,
+    2,
+    7,
+    8,
+    9,
+    12,
+    13,
+    31,
+    32,
+    63,
+    64,
+    65,
+    255,
+    1024,
+    1 << 20,
+    2**31 - 1,
+    2**31,
+    2**32 - 1,
+    2**32,
+    2**63 - 1,
+    2**63,
+    2**64 - 1,
+    N - 24,
+    N,
+    N + 1,
+]
 
 _pos = st.one_of(st.integers(0, N), st.integers(0, 600))  # weight the header start
 MUTATION = st.one_of(
@@ -44,8 +70,12 @@ def scratch() -> Iterator[Path]:
         yield Path(tmp) / "mutant.gguf"
 
 
-@settings(max_examples=EXAMPLES, deadline=1000, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=1000,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(ops=st.lists(MUTATION, min_size=1, max_size=6))
 @example(ops=[("put8", 16, 2**63)])  # kv count
 @example(ops=[("put8", fz.value_offset(SAMPLE, "tokenizer.ggml.tokens") + 4, 2**63 - 1)])

@@ -27,13 +27,22 @@ from edge_spec.export.bundle import (  # noqa: E402
 )
 
 _ENV = os.environ.get("EDGE_SPEC_FUZZ_EXAMPLES")
-FUZZ = settings(max_examples=int(_ENV) if _ENV else 400, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=int(_ENV) if _ENV else 400,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 WHERE = Path("/bundle/edge-spec.toml")
-GOOD = manifest_toml(Manifest(
-    files=(BundleFile("target.gguf", "target", "gguf", 10, "a" * 64, "Q4_K_M", "src.gguf"),
-           BundleFile("onnx/model.onnx", "target", "onnx", 5, "b" * 64, "int8")),
-    tokenizer=TokenizerInfo("0123456789abcdef", 49152, "bpe", 1, 2)))
+GOOD = manifest_toml(
+    Manifest(
+        files=(
+            BundleFile("target.gguf", "target", "gguf", 10, "a" * 64, "Q4_K_M", "src.gguf"),
+            BundleFile("onnx/model.onnx", "target", "onnx", 5, "b" * 64, "int8"),
+        ),
+        tokenizer=TokenizerInfo("0123456789abcdef", 49152, "bpe", 1, 2),
+    )
+)
 
 
 def _one_line_error(text: str) -> Manifest | None:
@@ -51,9 +60,14 @@ def test_the_written_manifest_reads_back() -> None:
 
 
 LINES = GOOD.splitlines()
-EDITS = st.lists(st.tuples(st.integers(0, len(LINES) - 1),
-                           st.sampled_from(["drop", "dup", "swap", "junk", "value"]),
-                           st.text(max_size=12)), max_size=4)
+EDITS = st.lists(
+    st.tuples(
+        st.integers(0, len(LINES) - 1),
+        st.sampled_from(["drop", "dup", "swap", "junk", "value"]),
+        st.text(max_size=12),
+    ),
+    max_size=4,
+)
 
 
 @FUZZ

@@ -29,10 +29,12 @@ def _kv(key: str | bytes, vtype: int, value: object) -> bytes:
 
 def _with_offset(value_of: Callable[[int], int]) -> Callable[[bytes], bytes]:
     """Set the last tensor's offset to value_of(current offset)."""
+
     def corrupt(data: bytes) -> bytes:
         at = fz.tensor_field(data, LAST, "offset")
         (old,) = struct.unpack_from("<Q", data, at)
         return fz.put(data, at, "<Q", value_of(old))
+
     return corrupt
 
 
@@ -42,10 +44,12 @@ def _tensor(field: str, fmt: str, value: int, name: str = LAST) -> Callable[[byt
 
 def _dims(name: str, *dims: int) -> Callable[[bytes], bytes]:
     """Overwrite a tensor's dims in place (building a file that big would not fit)."""
+
     def corrupt(data: bytes) -> bytes:
         out = bytearray(data)
         struct.pack_into(f"<{len(dims)}Q", out, fz.tensor_field(data, name, "dims"), *dims)
         return bytes(out)
+
     return corrupt
 
 
@@ -66,34 +70,61 @@ CASES: list[tuple[str, Callable[[bytes], bytes], str]] = [
     ("version-99", lambda d: fz.put(d, 4, "<I", 99), "GGUF version 99 is not supported"),
     ("big-endian", lambda d: fz.put(d, 4, ">I", 3), "big-endian GGUF"),
     ("big-endian-all", lambda d: d[:4] + struct.pack(">IQQ", 3, 4, 18) + d[24:], "big-endian"),
-    ("tensor-count-2^63", lambda d: fz.put(d, 8, "<Q", BIG),
-     f"tensor count {BIG} exceeds the file size"),
+    (
+        "tensor-count-2^63",
+        lambda d: fz.put(d, 8, "<Q", BIG),
+        f"tensor count {BIG} exceeds the file size",
+    ),
     ("kv-count-2^63", lambda d: fz.put(d, 16, "<Q", BIG), f"kv count {BIG} exceeds the file size"),
     ("kv-count-2^64-1", lambda d: fz.put(d, 16, "<Q", 2**64 - 1), "kv count"),
     ("kv-count-plus-1", lambda d: fz.put(d, 16, "<Q", len(fz.KVS) + 1), "not a valid GGUF"),
     ("kv-count-fits-size", lambda d: fz.put(d, 16, "<Q", len(d) // 13), "not a valid GGUF"),
-    ("counts-together", lambda d: fz.put(fz.put(d, 8, "<Q", len(d) // 30), 16, "<Q",
-                                         len(d) // 30), "exceed the file size"),
-    ("key-length-2^63", lambda d: fz.put(d, 24, "<Q", BIG),
-     f"the key of kv pair #0 is {BIG} bytes long (at most 1024)"),
+    (
+        "counts-together",
+        lambda d: fz.put(fz.put(d, 8, "<Q", len(d) // 30), 16, "<Q", len(d) // 30),
+        "exceed the file size",
+    ),
+    (
+        "key-length-2^63",
+        lambda d: fz.put(d, 24, "<Q", BIG),
+        f"the key of kv pair #0 is {BIG} bytes long (at most 1024)",
+    ),
     ("key-length-1025", lambda d: _kv("k" * 1025, fz.U8, 1), "is 1025 bytes long"),
-    ("array-length-2^63-1", lambda d: fz.put(d, TOKENS_AT + 4, "<Q", BIG - 1),
-     f"array length {BIG - 1} at key 'tokenizer.ggml.tokens' exceeds the file size"),
+    (
+        "array-length-2^63-1",
+        lambda d: fz.put(d, TOKENS_AT + 4, "<Q", BIG - 1),
+        f"array length {BIG - 1} at key 'tokenizer.ggml.tokens' exceeds the file size",
+    ),
     ("array-length-2^63", lambda d: fz.put(d, TOKENS_AT + 4, "<Q", BIG), "array length"),
     ("array-length-off-by-some", lambda d: fz.put(d, TOKENS_AT + 4, "<Q", 500), "not a valid"),
     ("array-elem-type", lambda d: fz.put(d, TOKENS_AT, "<I", 13), "unknown array element type 13"),
-    ("token-length-2^63", lambda d: fz.put(d, TOKENS_AT + 12, "<Q", BIG),
-     f"string length {BIG} in the array at key 'tokenizer.ggml.tokens' exceeds"),
-    ("string-length-2^63", lambda d: fz.put(d, fz.value_offset(d, "general.name"), "<Q", BIG),
-     f"string length {BIG} at key 'general.name' exceeds the file size"),
-    ("value-type", lambda d: fz.put(d, fz.value_offset(d, "general.name") - 4, "<I", 13),
-     "unknown value type 13 at key 'general.name'"),
-    ("nested-3-deep", lambda d: _kv("x", fz.ARRAY, (fz.ARRAY, [(fz.ARRAY, [(fz.U8, [1])])])),
-     "arrays nested deeper than 2 at key 'x'"),
+    (
+        "token-length-2^63",
+        lambda d: fz.put(d, TOKENS_AT + 12, "<Q", BIG),
+        f"string length {BIG} in the array at key 'tokenizer.ggml.tokens' exceeds",
+    ),
+    (
+        "string-length-2^63",
+        lambda d: fz.put(d, fz.value_offset(d, "general.name"), "<Q", BIG),
+        f"string length {BIG} at key 'general.name' exceeds the file size",
+    ),
+    (
+        "value-type",
+        lambda d: fz.put(d, fz.value_offset(d, "general.name") - 4, "<I", 13),
+        "unknown value type 13 at key 'general.name'",
+    ),
+    (
+        "nested-3-deep",
+        lambda d: _kv("x", fz.ARRAY, (fz.ARRAY, [(fz.ARRAY, [(fz.U8, [1])])])),
+        "arrays nested deeper than 2 at key 'x'",
+    ),
     ("utf8-value", lambda d: _kv("x", fz.STRING, b"ab\xff"), "at key 'x' is not valid UTF-8"),
     ("utf8-key", lambda d: _kv(b"k\xc3", fz.U8, 1), "key of kv pair #2 is not valid UTF-8"),
-    ("utf8-token", lambda d: _kv("t", fz.ARRAY, (fz.STRING, ["a"] * 70 + [b"\xed\xa0\x80"])),
-     "in the array at key 't' is not valid UTF-8"),
+    (
+        "utf8-token",
+        lambda d: _kv("t", fz.ARRAY, (fz.STRING, ["a"] * 70 + [b"\xed\xa0\x80"])),
+        "in the array at key 't' is not valid UTF-8",
+    ),
     ("duplicate-key", lambda d: _kv("general.name", fz.STRING, "y"), "duplicate key"),
     ("alignment-0", lambda d: _kv("general.alignment", fz.U32, 0), "general.alignment 0"),
     ("alignment-3", lambda d: _kv("general.alignment", fz.U32, 3), "not a power of two"),
@@ -104,8 +135,11 @@ CASES: list[tuple[str, Callable[[bytes], bytes], str]] = [
     ("tensor-data-past-eof", _with_offset(lambda o: o + 32), "bytes past the end of the file"),
     ("misaligned-offset", _with_offset(lambda o: o + 1), "not a multiple of the alignment 32"),
     ("truncated-data", lambda d: d[:-1], "runs 1 bytes past the end of the file"),
-    ("tensor-gap", _tensor("offset", "<Q", 2432, "blk.0.attn_norm.weight"),
-     "offset 2432 is not 2400, where the previous tensor's data ends"),
+    (
+        "tensor-gap",
+        _tensor("offset", "<Q", 2432, "blk.0.attn_norm.weight"),
+        "offset 2432 is not 2400, where the previous tensor's data ends",
+    ),
     ("tensor-overlap", _tensor("offset", "<Q", 0, "blk.0.attn_norm.weight"), "is not 2400"),
     ("unknown-ggml-type", _tensor("type", "<I", 99), "unknown ggml type 99"),
     ("removed-ggml-type", _tensor("type", "<I", 31), "removed ggml type Q4_0_4_4"),
@@ -113,19 +147,38 @@ CASES: list[tuple[str, Callable[[bytes], bytes], str]] = [
     ("n-dims-2^32-1", _tensor("n_dims", "<I", 2**32 - 1), "dimensions"),
     ("dims-overflow", _dims(FFN, 2**32, 2**32), "overflows int64"),
     ("dim-2^64-1", _tensor("dims", "<Q", 2**64 - 1), "overflows int64"),
-    ("row-not-block-multiple", lambda d: fz.build_gguf(tensors=[("t", (33, 2), "Q8_0")]),
-     "row size (33,) is not a multiple of the Q8_0 block size 32"),
-    ("tensor-name-2^63", _tensor("name", "<Q", BIG, fz.TENSORS[0][0]),
-     f"the name of tensor #0 is {BIG} bytes long"),
-    ("tensor-name-64", lambda d: fz.build_gguf(tensors=[("n" * 64, (4,), "F32")]),
-     "is 64 bytes long (at most 63)"),
-    ("duplicate-tensor", lambda d: fz.build_gguf(tensors=[("t", (4,), "F32")] * 2),
-     "duplicate tensor name 't'"),
-    *[(f"random-{seed}", lambda d, s=seed: _random(s, b""), "not a GGUF file") for seed in range(5)],
-    *[(f"random-magic-{seed}", lambda d, s=seed: _random(s, b"GGUF"), "not a valid GGUF")
-      for seed in range(5)],
-    *[(f"random-v3-{seed}", lambda d, s=seed: _random(s, b"GGUF\x03\0\0\0"), "not a valid GGUF")
-      for seed in range(5)],
+    (
+        "row-not-block-multiple",
+        lambda d: fz.build_gguf(tensors=[("t", (33, 2), "Q8_0")]),
+        "row size (33,) is not a multiple of the Q8_0 block size 32",
+    ),
+    (
+        "tensor-name-2^63",
+        _tensor("name", "<Q", BIG, fz.TENSORS[0][0]),
+        f"the name of tensor #0 is {BIG} bytes long",
+    ),
+    (
+        "tensor-name-64",
+        lambda d: fz.build_gguf(tensors=[("n" * 64, (4,), "F32")]),
+        "is 64 bytes long (at most 63)",
+    ),
+    (
+        "duplicate-tensor",
+        lambda d: fz.build_gguf(tensors=[("t", (4,), "F32")] * 2),
+        "duplicate tensor name 't'",
+    ),
+    *[
+        (f"random-{seed}", lambda d, s=seed: _random(s, b""), "not a GGUF file")
+        for seed in range(5)
+    ],
+    *[
+        (f"random-magic-{seed}", lambda d, s=seed: _random(s, b"GGUF"), "not a valid GGUF")
+        for seed in range(5)
+    ],
+    *[
+        (f"random-v3-{seed}", lambda d, s=seed: _random(s, b"GGUF\x03\0\0\0"), "not a valid GGUF")
+        for seed in range(5)
+    ],
 ]
 
 
@@ -183,7 +236,7 @@ def test_valid_sample_metadata_and_tensors(tmp_path: Path) -> None:
     for t, (_, shape, type_name) in zip(h.tensors, fz.TENSORS, strict=True):
         assert t.offset == offset
         offset += -(-fz.nbytes(shape, type_name) // 32) * 32
-    assert SAMPLE[h.data_offset:h.data_offset + 4] == bytes(range(4))
+    assert SAMPLE[h.data_offset : h.data_offset + 4] == bytes(range(4))
 
 
 def test_summary(tmp_path: Path) -> None:
@@ -197,10 +250,17 @@ def test_summary(tmp_path: Path) -> None:
     assert s["quant_mix"] == {"Q8_0": 1, "F32": 1, "Q4_0": 1, "F16": 1}
 
 
-@pytest.mark.parametrize("variant", [
-    {"alignment": 64}, {"alignment": 1}, {"version": 2}, {"tensors": []}, {"kvs": []},
-    {"tensors": [("scalar", (), "F32"), ("empty", (0, 7), "F32")]},
-])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        {"alignment": 64},
+        {"alignment": 1},
+        {"version": 2},
+        {"tensors": []},
+        {"kvs": []},
+        {"tensors": [("scalar", (), "F32"), ("empty", (0, 7), "F32")]},
+    ],
+)
 def test_valid_variants(tmp_path: Path, variant: dict) -> None:
     variant = dict(variant)
     kvs = variant.pop("kvs", fz.KVS)
@@ -272,7 +332,8 @@ def test_gguf_writer_output_is_accepted(tmp_path: Path) -> None:
     reader = gguf.GGUFReader(str(path))
     assert h.data_offset == reader.data_offset
     assert [(t.name, t.offset) for t in h.tensors] == [
-        (t.name, int(t.data_offset) - reader.data_offset) for t in reader.tensors]
+        (t.name, int(t.data_offset) - reader.data_offset) for t in reader.tensors
+    ]
     assert [t.shape for t in h.tensors] == [(4, 3), (7,)]  # GGUF stores dims innermost first
     assert h.metadata["general.name"] == "from writer" and h.metadata["test.ints"] == (1, 2, 3)
     assert gguf_summary(h)["vocab_size"] == 100

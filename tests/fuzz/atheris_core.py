@@ -62,9 +62,15 @@ def one_reference(data: bytes) -> None:
         cuts = [fdp.ConsumeIntInRange(0, 130) for _ in range(fdp.ConsumeIntInRange(0, 4))]
         refs.append(Reference(text, cuts) if cuts else text)
     prompt = [TOKS[b % len(TOKS)] for b in fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 60))]
-    steps = [(fdp.ConsumeIntInRange(-2, 40), fdp.ConsumeIntInRange(0, 64),
-              fdp.ConsumeIntInRange(0, 64), TOKS[fdp.ConsumeIntInRange(0, len(TOKS) - 1)])
-             for _ in range(fdp.ConsumeIntInRange(0, 40))]
+    steps = [
+        (
+            fdp.ConsumeIntInRange(-2, 40),
+            fdp.ConsumeIntInRange(0, 64),
+            fdp.ConsumeIntInRange(0, 64),
+            TOKS[fdp.ConsumeIntInRange(0, len(TOKS) - 1)],
+        )
+        for _ in range(fdp.ConsumeIntInRange(0, 40))
+    ]
     fuzz_core.check_reference(prompt, refs, steps, ngram_min, ngram_max, text_min_chars, requests)
 
 

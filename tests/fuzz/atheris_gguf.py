@@ -35,8 +35,11 @@ def seed_corpus(folder: Path) -> None:
         return
     (folder / "sample.gguf").write_bytes(fuzz_gguf.sample_gguf())
     (folder / "no-tensors.gguf").write_bytes(fuzz_gguf.build_gguf(tensors=[]))
-    (folder / "align64-v2.gguf").write_bytes(fuzz_gguf.build_gguf(
-        [*fuzz_gguf.KVS[:3], ("general.alignment", fuzz_gguf.U32, 64)], version=2))
+    (folder / "align64-v2.gguf").write_bytes(
+        fuzz_gguf.build_gguf(
+            [*fuzz_gguf.KVS[:3], ("general.alignment", fuzz_gguf.U32, 64)], version=2
+        )
+    )
 
 
 def test_one_input(data: bytes) -> None:

@@ -32,8 +32,10 @@ SEEDS = [
     {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "stream": True},
     {"prompt": "def f(", "max_tokens": 8, "stop": ["\n"], "temperature": 0.5, "seed": 1},
     {"original": "a = 1\n", "update": "a = 2\n", "instruction": "set a", "max_tokens": 16},
-    {"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}],
-     "prediction": {"type": "content", "content": "x = 1"}},
+    {
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}],
+        "prediction": {"type": "content", "content": "x = 1"},
+    },
 ]
 CLIENT = None
 

@@ -45,12 +45,13 @@ def stream_oracle(pieces: Sequence[bytes], stops: Sequence[str]) -> tuple[str, b
         text += dec.decode(piece, final=final)
         hits = [i for i in (text.find(s) for s in stops) if i >= 0]
         if hits:
-            return text[:min(hits)], True
+            return text[: min(hits)], True
     return text, False
 
 
-def check_stream(data: bytes, cuts: Sequence[int], stops: Sequence[str],
-                 byte_level: bool = False) -> str:
+def check_stream(
+    data: bytes, cuts: Sequence[int], stops: Sequence[str], byte_level: bool = False
+) -> str:
     """Push `data` through a TextStream and check every property; return the output text.
 
     byte_level: one token per byte through FakeRuntime (id = byte + 3), as the fake model
@@ -76,9 +77,11 @@ def check_stream(data: bytes, cuts: Sequence[int], stops: Sequence[str],
         if stopped:
             break
         # Minimal hold-back: what is not emitted yet is empty or a proper prefix of a stop.
-        held = ts.text[ts.emitted:]
-        assert not held or any(len(held) < len(s) and s.startswith(held) for s in live), \
-            (held, live)
+        held = ts.text[ts.emitted :]
+        assert not held or any(len(held) < len(s) and s.startswith(held) for s in live), (
+            held,
+            live,
+        )
     deltas.append(ts.flush())
     out = "".join(deltas)
     want, want_stop = stream_oracle(pieces, stops)
@@ -87,7 +90,7 @@ def check_stream(data: bytes, cuts: Sequence[int], stops: Sequence[str],
     whole = data.decode("utf-8", errors="replace")
     assert whole.startswith(out)
     if want_stop:
-        assert any(whole[len(out):].startswith(s) for s in live)
+        assert any(whole[len(out) :].startswith(s) for s in live)
     else:
         assert out == whole
     assert not any(s in out for s in live), "a stop string leaked into the output"
@@ -103,10 +106,15 @@ def _chars(tokens: Sequence[int]) -> str:
     return "".join(map(chr, tokens))
 
 
-def check_reference(prompt: Sequence[int], references: Sequence[str],
-                    steps: Sequence[tuple[int, int, int, int]], ngram_min: int = 2,
-                    ngram_max: int = 32, text_min_chars: int = 12,
-                    requests: int = 1) -> dict[str, int]:
+def check_reference(
+    prompt: Sequence[int],
+    references: Sequence[str],
+    steps: Sequence[tuple[int, int, int, int]],
+    ngram_min: int = 2,
+    ngram_max: int = 32,
+    text_min_chars: int = 12,
+    requests: int = 1,
+) -> dict[str, int]:
     """Drive a ReferenceDrafter over FakeRuntime (byte tokens) the way the loop does.
 
     Each step is (limit, k, accepted, next token): propose(context, limit); the controller
@@ -114,13 +122,17 @@ def check_reference(prompt: Sequence[int], references: Sequence[str],
     `next token`; observe() is told. Returns tokens drafted per kind (feature prefix).
     """
     rt = FakeRuntime(n_ctx=1 << 16)
-    cfg = ReferenceConfig(ngram_min=ngram_min, ngram_max=ngram_max,
-                          text_min_chars=text_min_chars)
+    cfg = ReferenceConfig(ngram_min=ngram_min, ngram_max=ngram_max, text_min_chars=text_min_chars)
     d = ReferenceDrafter(rt, cfg)
     refs = [Reference.of(r) for r in references]
     ref_toks = [rt.tokenize(r.text, special=False) for r in refs]
-    cuts = [[], *(sorted({min(len(r.text[:c].encode()), len(t)) for c in r.cuts})
-                  for r, t in zip(refs, ref_toks, strict=True))]
+    cuts = [
+        [],
+        *(
+            sorted({min(len(r.text[:c].encode()), len(t)) for c in r.cuts})
+            for r, t in zip(refs, ref_toks, strict=True)
+        ),
+    ]
     drafted: dict[str, int] = {}
     for _ in range(requests):
         d.begin(list(prompt), list(references))
@@ -141,7 +153,7 @@ def check_reference(prompt: Sequence[int], references: Sequence[str],
                 r, p = d._last
                 src = ctx if r == 0 else ref_toks[r - 1]
                 nxt_cut = min((c for c in cuts[r] if c > p), default=len(src))
-                assert toks == src[p:min(p + limit, nxt_cut)], (toks, r, p, limit, cuts[r])
+                assert toks == src[p : min(p + limit, nxt_cut)], (toks, r, p, limit, cuts[r])
             kind = draft.feature[:5] if toks else "empty"
             drafted[kind] = drafted.get(kind, 0) + len(toks)
             k = k_raw % (len(toks) + 1)
@@ -151,10 +163,16 @@ def check_reference(prompt: Sequence[int], references: Sequence[str],
     return drafted
 
 
-def _check_origin(feature: str, toks: list[int], ctx: list[int], refs: list[list[int]],
-                  texts: list[bytes], ngram_min: int) -> None:
+def _check_origin(
+    feature: str,
+    toks: list[int],
+    ctx: list[int],
+    refs: list[list[int]],
+    texts: list[bytes],
+    ngram_min: int,
+) -> None:
     if feature == "ref-start":  # no output yet: the first reference's beginning
-        assert refs and refs[0][:len(toks)] == toks, feature
+        assert refs and refs[0][: len(toks)] == toks, feature
         return
     if feature == "ref-text":  # text fallback, re-tokenized: bytes of one of the texts
         assert all(t >= OFFSET for t in toks)
@@ -188,10 +206,17 @@ def check_profile_text(text: str) -> Any:
 
 def profile_floats_are_finite(prof: Any) -> bool:
     """Whether every float setting of a loaded profile is a finite number."""
-    vals = [prof.drafter.p_min, prof.controller.prior_accept, prof.controller.prior_weight,
-            prof.controller.prior_events,
-            prof.controller.decay, prof.controller.cost_smoothing, prof.costs.drafter_ratio,
-            prof.costs.prefill_ms_per_token, *prof.costs.verify_ms.values()]
+    vals = [
+        prof.drafter.p_min,
+        prof.controller.prior_accept,
+        prof.controller.prior_weight,
+        prof.controller.prior_events,
+        prof.controller.decay,
+        prof.controller.cost_smoothing,
+        prof.costs.drafter_ratio,
+        prof.costs.prefill_ms_per_token,
+        *prof.costs.verify_ms.values(),
+    ]
     return all(math.isfinite(v) for v in vals)
 
 
@@ -204,13 +229,17 @@ def toml_value(v: Any) -> str:
     if isinstance(v, int):
         return str(v)
     if isinstance(v, float):
-        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf") if math.isinf(v) else repr(v)
+        return (
+            "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf") if math.isinf(v) else repr(v)
+        )
     if isinstance(v, str):
         return json.dumps(v)
     if isinstance(v, list):
         return "[" + ", ".join(toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
-        return "{" + ", ".join(f"{json.dumps(str(k))} = {toml_value(x)}" for k, x in v.items()) + "}"
+        return (
+            "{" + ", ".join(f"{json.dumps(str(k))} = {toml_value(x)}" for k, x in v.items()) + "}"
+        )
     return str(v)  # dates and times: their isoformat is TOML
 
 
@@ -218,8 +247,9 @@ def toml_document(doc: dict[str, Any]) -> str:
     """Top-level scalars first, then one [table] per dict value (nested dicts inline)."""
     import json
 
-    lines = [f"{json.dumps(k)} = {toml_value(v)}" for k, v in doc.items()
-             if not isinstance(v, dict)]
+    lines = [
+        f"{json.dumps(k)} = {toml_value(v)}" for k, v in doc.items() if not isinstance(v, dict)
+    ]
     for k, v in doc.items():
         if isinstance(v, dict):
             lines += ["", f"[{json.dumps(k)}]"]

@@ -22,8 +22,19 @@ from edge_spec.errors import UserError
 from edge_spec.store.validate import GGUFHeader, check_gguf
 
 U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64 = range(13)
-_FMT = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f",
-        BOOL: "<?", U64: "<Q", I64: "<q", F64: "<d"}
+_FMT = {
+    U8: "<B",
+    I8: "<b",
+    U16: "<H",
+    I16: "<h",
+    U32: "<I",
+    I32: "<i",
+    F32: "<f",
+    BOOL: "<?",
+    U64: "<Q",
+    I64: "<q",
+    F64: "<d",
+}
 # ggml type -> (block size, type size), written out here rather than imported from the code
 # under test, so a wrong table there cannot make the test agree with itself.
 TYPES = {"F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_0": (2, 32, 18), "Q8_0": (8, 32, 34)}
@@ -35,19 +46,26 @@ KVS: list[tuple[str, int, Any]] = [
     ("llama.context_length", U32, 2048),
     ("llama.block_count", U32, 1),
     ("general.file_type", U32, 7),
-    ("test.i8", I8, -5), ("test.u16", U16, 65535), ("test.i16", I16, -300),
-    ("test.i64", I64, -(2**40)), ("test.u64", U64, 2**64 - 1), ("test.f64", F64, 0.25),
-    ("test.f32", F32, 1.5), ("test.bool", BOOL, True),
+    ("test.i8", I8, -5),
+    ("test.u16", U16, 65535),
+    ("test.i16", I16, -300),
+    ("test.i64", I64, -(2**40)),
+    ("test.u64", U64, 2**64 - 1),
+    ("test.f64", F64, 0.25),
+    ("test.f32", F32, 1.5),
+    ("test.bool", BOOL, True),
     ("general.tags", ARRAY, (STRING, ["a", "b c"])),
     ("test.nested", ARRAY, (ARRAY, [(U8, [1, 2]), (U8, [3])])),
     ("tokenizer.ggml.tokens", ARRAY, (STRING, TOKENS)),
     ("tokenizer.ggml.scores", ARRAY, (F32, [float(-i) for i in range(len(TOKENS))])),
     ("tokenizer.ggml.token_type", ARRAY, (I32, [1] * len(TOKENS))),
 ]
-TENSORS = [("token_embd.weight", (32, len(TOKENS)), "Q8_0"),
-           ("blk.0.attn_norm.weight", (32,), "F32"),
-           ("blk.0.ffn_down.weight", (64, 32), "Q4_0"),
-           ("output_norm.weight", (32,), "F16")]
+TENSORS = [
+    ("token_embd.weight", (32, len(TOKENS)), "Q8_0"),
+    ("blk.0.attn_norm.weight", (32,), "F32"),
+    ("blk.0.ffn_down.weight", (64, 32), "Q4_0"),
+    ("output_norm.weight", (32,), "F16"),
+]
 
 
 def gstr(text: str | bytes) -> bytes:
@@ -75,17 +93,21 @@ def nbytes(shape: tuple[int, ...], type_name: str) -> int:
     return count // block * size
 
 
-def build_gguf(kvs: list[tuple[str | bytes, int, Any]] = KVS,
-               tensors: list[tuple[str, tuple[int, ...], str]] = TENSORS,
-               alignment: int = 32, version: int = 3) -> bytes:
+def build_gguf(
+    kvs: list[tuple[str | bytes, int, Any]] = KVS,
+    tensors: list[tuple[str, tuple[int, ...], str]] = TENSORS,
+    alignment: int = 32,
+    version: int = 3,
+) -> bytes:
     """Write a little-endian GGUF with tensors packed, each padded to `alignment`."""
     out = bytearray(b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs)))
     for key, vtype, value in kvs:
         out += gstr(key) + struct.pack("<I", vtype) + gvalue(vtype, value)
     offset, blobs = 0, []
     for name, shape, type_name in tensors:
-        out += gstr(name) + struct.pack(f"<I{len(shape)}QIQ", len(shape), *shape,
-                                        TYPES[type_name][0], offset)
+        out += gstr(name) + struct.pack(
+            f"<I{len(shape)}QIQ", len(shape), *shape, TYPES[type_name][0], offset
+        )
         size = nbytes(shape, type_name)
         blobs.append(bytes((offset + i) % 251 for i in range(size)))
         offset += -(-size // alignment) * alignment
@@ -111,8 +133,13 @@ def tensor_field(data: bytes, name: str, field: str) -> int:
     n_dims_at = start + len(gstr(name))
     (n_dims,) = struct.unpack_from("<I", data, n_dims_at)
     type_at = n_dims_at + 4 + 8 * n_dims
-    return {"name": start, "n_dims": n_dims_at, "dims": n_dims_at + 4, "type": type_at,
-            "offset": type_at + 4}[field]
+    return {
+        "name": start,
+        "n_dims": n_dims_at,
+        "dims": n_dims_at + 4,
+        "type": type_at,
+        "offset": type_at + 4,
+    }[field]
 
 
 def put(data: bytes, offset: int, fmt: str, value: int) -> bytes:
@@ -134,11 +161,11 @@ def mutate(data: bytes, ops: list[tuple[Any, ...]]) -> bytes:
             del out[at:]
         elif op in ("put4", "put8"):
             width = 4 if op == "put4" else 8
-            out[at:at + width] = (arg[0] % 2 ** (8 * width)).to_bytes(width, "little")
+            out[at : at + width] = (arg[0] % 2 ** (8 * width)).to_bytes(width, "little")
         elif op == "insert":
             out[at:at] = arg[0]
         elif op == "delete":
-            del out[at:at + arg[0]]
+            del out[at : at + arg[0]]
     return bytes(out)
 
 
@@ -185,19 +212,33 @@ def llama_differential(runs: int, seed: int = 0) -> int:
 
     lib = str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so")
     start = lambda: subprocess.Popen(  # noqa: E731
-        [sys.executable, "-c", _LLAMA_WORKER, lib], stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        [sys.executable, "-c", _LLAMA_WORKER, lib],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     # llama.cpp has no nested arrays; leave them out so every agreement is a real one.
     base = build_gguf([kv for kv in KVS if kv[0] != "test.nested"])
     rng, worker, gaps = random.Random(seed), start(), 0
     path = Path(tempfile.mkdtemp(prefix="gguf_diff_")) / "m.gguf"
     for i in range(runs):
-        ops = [(rng.choice(["flip", "cut", "put4", "put8", "insert", "delete"]),
+        ops = [
+            (
+                rng.choice(["flip", "cut", "put4", "put8", "insert", "delete"]),
                 rng.randrange(len(base)) if rng.random() < 0.5 else rng.randrange(600),
-                rng.choice([rng.randrange(1, 256), 2**63, 2**64 - 1, 2**32 - 1, len(base)]))
-               for _ in range(rng.randint(1, 4))]
-        ops = [(op, at, rng.randbytes(arg % 16 + 1)) if op == "insert" else
-               (op, at, arg % 16 + 1) if op == "delete" else (op, at, arg) for op, at, arg in ops]
+                rng.choice([rng.randrange(1, 256), 2**63, 2**64 - 1, 2**32 - 1, len(base)]),
+            )
+            for _ in range(rng.randint(1, 4))
+        ]
+        ops = [
+            (op, at, rng.randbytes(arg % 16 + 1))
+            if op == "insert"
+            else (op, at, arg % 16 + 1)
+            if op == "delete"
+            else (op, at, arg)
+            for op, at, arg in ops
+        ]
         if check_bytes(mutate(base, ops), path) is None:
             continue
         worker.stdin.write(f"{path}\n")

@@ -27,8 +27,11 @@ def make_client(api_key: str | None = None):  # noqa: ANN201 - a TestClient
     """A TestClient over the app; a small context keeps generation and limits cheap."""
     from starlette.testclient import TestClient
 
-    engine = Engine(FakeRuntime(follow="def f(x):\n    return x\n", n_ctx=512), None,
-                    EngineConfig().override(kind="reference"))
+    engine = Engine(
+        FakeRuntime(follow="def f(x):\n    return x\n", n_ctx=512),
+        None,
+        EngineConfig().override(kind="reference"),
+    )
     app = create_app(engine, ServerSettings(api_key=api_key, max_body_bytes=MAX_BODY))
     client = TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=True)
     client.__enter__()  # runs the lifespan: the engine is ready before the first request

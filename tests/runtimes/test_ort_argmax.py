@@ -50,8 +50,10 @@ def _graph(variant: str) -> onnx.ModelProto:
 
     w = _weights()
     inits = [numpy_helper.from_array(v, k) for k, v in w.items()]
-    inits += [numpy_helper.from_array(np.array(v, np.int64), k)
-              for k, v in (("one", [1]), ("two", 2), ("squeeze", [1, 2]))]
+    inits += [
+        numpy_helper.from_array(np.array(v, np.int64), k)
+        for k, v in (("one", [1]), ("two", 2), ("squeeze", [1, 2]))
+    ]
     nodes = [
         helper.make_node("Gather", ["emb", "input_ids"], ["e"]),
         helper.make_node("Gather", ["pos", "position_ids"], ["p"]),
@@ -72,15 +74,19 @@ def _graph(variant: str) -> onnx.ModelProto:
         else:  # fp16 logits
             nodes.append(helper.make_node("Cast", ["z"], ["logits"], to=T.FLOAT16))
     kv = [1, 1, "past", DIM]
-    ins = [helper.make_tensor_value_info("input_ids", T.INT64, [1, "s"]),
-           helper.make_tensor_value_info("attention_mask", T.INT64, [1, "t"]),
-           helper.make_tensor_value_info("position_ids", T.INT64, [1, "s"]),
-           helper.make_tensor_value_info("past_key_values.0.key", T.FLOAT, kv),
-           helper.make_tensor_value_info("past_key_values.0.value", T.FLOAT, kv)]
+    ins = [
+        helper.make_tensor_value_info("input_ids", T.INT64, [1, "s"]),
+        helper.make_tensor_value_info("attention_mask", T.INT64, [1, "t"]),
+        helper.make_tensor_value_info("position_ids", T.INT64, [1, "s"]),
+        helper.make_tensor_value_info("past_key_values.0.key", T.FLOAT, kv),
+        helper.make_tensor_value_info("past_key_values.0.value", T.FLOAT, kv),
+    ]
     dtype = T.FLOAT16 if variant == "fp16" else T.FLOAT
-    outs = [helper.make_tensor_value_info("logits", dtype, [1, "s", VOCAB]),
-            helper.make_tensor_value_info("present.0.key", T.FLOAT, [1, 1, "t", DIM]),
-            helper.make_tensor_value_info("present.0.value", T.FLOAT, [1, 1, "t", DIM])]
+    outs = [
+        helper.make_tensor_value_info("logits", dtype, [1, "s", VOCAB]),
+        helper.make_tensor_value_info("present.0.key", T.FLOAT, [1, 1, "t", DIM]),
+        helper.make_tensor_value_info("present.0.value", T.FLOAT, [1, 1, "t", DIM]),
+    ]
     graph = helper.make_graph(nodes, "tiny", ins, outs, initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
@@ -91,8 +97,13 @@ def _folder(root: Path, variant: str) -> Path:
     d = root / f"tiny-{variant}"
     d.mkdir()
     onnx.save(_graph(variant), str(d / "model.onnx"))
-    cfg = {"vocab_size": VOCAB, "max_position_embeddings": CTX, "num_attention_heads": 1,
-           "hidden_size": DIM, "num_key_value_heads": 1}
+    cfg = {
+        "vocab_size": VOCAB,
+        "max_position_embeddings": CTX,
+        "num_attention_heads": 1,
+        "hidden_size": DIM,
+        "num_key_value_heads": 1,
+    }
     (d / "config.json").write_text(json.dumps(cfg))
     words = {f"t{i}": i for i in range(VOCAB)}
     tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(words, unk_token="t0"))
@@ -106,8 +117,9 @@ def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     return _folder(tmp_path_factory.mktemp("ort-argmax"), request.param)
 
 
-def _reference(rt: OrtRuntime, prefix: list[int], tokens: list[int],
-               banned: list[RowBan] | None) -> list[int]:
+def _reference(
+    rt: OrtRuntime, prefix: list[int], tokens: list[int], banned: list[RowBan] | None
+) -> list[int]:
     """host_greedy on `eval`'s logits, with the cache left at `prefix` afterwards."""
     rt.truncate(len(prefix))
     want = host_greedy(rt.eval(tokens, rows=range(len(tokens))).copy(), tokens[1:], banned)
@@ -218,6 +230,7 @@ def test_fallbacks_give_the_same_ids(tiny: Path, monkeypatch: pytest.MonkeyPatch
 
 # SmolLM2 exported by the builder: GroupQueryAttention, shared KV buffers, IO binding.
 
+
 @pytest.fixture(scope="module")
 def smol_fp32(onnx_dirs: dict[str, Path]) -> Path:
     pytest.importorskip("onnxruntime_genai")
@@ -250,7 +263,17 @@ def test_builder_spec_equals_plain(smol_fp32: Path) -> None:
     t = load_tasks(n=2)[1]
     # fixed_k: the adaptive controller's choice of k depends on measured times (a loaded
     # machine may draft nothing).
-    runs = [engine.apply(t["original"], t["update"], t["instruction"], draft=d, max_tokens=32,
-                         engine="model", fixed_k=k) for d, k in (("none", None), ("reference", 8))]
+    runs = [
+        engine.apply(
+            t["original"],
+            t["update"],
+            t["instruction"],
+            draft=d,
+            max_tokens=32,
+            engine="model",
+            fixed_k=k,
+        )
+        for d, k in (("none", None), ("reference", 8))
+    ]
     assert runs[1].stats.accepted > 0  # the drafts went through greedy, and some were kept
     assert runs[0].extra["tokens"] == runs[1].extra["tokens"]  # fp32: exact, no near-ties

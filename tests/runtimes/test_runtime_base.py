@@ -57,8 +57,9 @@ def _argmax_walk(logits: np.ndarray, draft: list[int]) -> list[int]:
     return out
 
 
-def _case(rng: np.random.Generator, k: int, vocab: int,
-          follow: float) -> tuple[np.ndarray, list[int]]:
+def _case(
+    rng: np.random.Generator, k: int, vocab: int, follow: float
+) -> tuple[np.ndarray, list[int]]:
     """Logits rows with many ties, sometimes a NaN or a row of -inf, and a draft that follows
     the argmax with probability `follow` per token (the fast path) and sometimes not."""
     logits = rng.integers(0, 3, size=(k + 1, vocab)).astype(np.float32)
@@ -66,8 +67,10 @@ def _case(rng: np.random.Generator, k: int, vocab: int,
         logits[rng.integers(0, k + 1), rng.integers(0, vocab)] = np.nan
     if rng.random() < 0.2:
         logits[rng.integers(0, k + 1)] = -np.inf
-    draft = [int(logits[i].argmax()) if rng.random() < follow else int(rng.integers(0, vocab))
-             for i in range(k)]
+    draft = [
+        int(logits[i].argmax()) if rng.random() < follow else int(rng.integers(0, vocab))
+        for i in range(k)
+    ]
     return logits, draft
 
 

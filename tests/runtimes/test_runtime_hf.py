@@ -42,9 +42,11 @@ def test_batch_vs_single_and_truncate(hf_rt, capsys) -> None:  # noqa: ANN001
     assert rt.n_tokens == 5 and rt.tokens == toks[:5]
     again = rt.eval(toks[5:], rows=range(len(toks) - 5))
     with capsys.disabled():
-        print(f"\n[torch smollm2] batch-invariant kernels: {rt.batch_invariant}; batch-vs-single "
-              f"max |dlogit| {diff:.2e}; truncate+re-eval max |dlogit| "
-              f"{float(np.abs(again - full[5:]).max()):.2e}")
+        print(
+            f"\n[torch smollm2] batch-invariant kernels: {rt.batch_invariant}; batch-vs-single "
+            f"max |dlogit| {diff:.2e}; truncate+re-eval max |dlogit| "
+            f"{float(np.abs(again - full[5:]).max()):.2e}"
+        )
     assert np.array_equal(again, full[5:])
     if rt.batch_invariant:
         assert diff == 0.0  # bit for bit: what exact greedy losslessness rests on
@@ -92,12 +94,21 @@ def test_greedy_spec_equals_plain_exactly(hf_rt, capsys) -> None:  # noqa: ANN00
     report = []
     plain = None
     for draft, k in (("none", None), ("reference", None), ("reference", 8)):
-        res = engine.apply(task["original"], task["update"], task["instruction"], draft=draft,
-                           max_tokens=64, fixed_k=k, engine="model")
+        res = engine.apply(
+            task["original"],
+            task["update"],
+            task["instruction"],
+            draft=draft,
+            max_tokens=64,
+            fixed_k=k,
+            engine="model",
+        )
         s = res.stats
-        report.append(f"{task['id']} {draft:<9} k={k or 'auto':<4} out {s.output_tokens} "
-                      f"forwards {s.target_forwards} accepted {s.accepted}/{s.drafted} "
-                      f"decode {s.output_tokens / (s.decode_ms / 1e3):.2f} tok/s")
+        report.append(
+            f"{task['id']} {draft:<9} k={k or 'auto':<4} out {s.output_tokens} "
+            f"forwards {s.target_forwards} accepted {s.accepted}/{s.drafted} "
+            f"decode {s.output_tokens / (s.decode_ms / 1e3):.2f} tok/s"
+        )
         if plain is None:
             plain = res.extra["tokens"]
             assert len(plain) > 16
@@ -121,9 +132,9 @@ def test_device_masks_match_the_host(hf_rt) -> None:  # noqa: ANN001
     for draft in drafts:
         hf_rt.truncate(len(prompt) - 1)
         rows = hf_rt.eval([tokens[0], *draft], rows=range(len(draft) + 1)).copy()
-        want = host_greedy(rows, draft, masks[:len(draft) + 1])
+        want = host_greedy(rows, draft, masks[: len(draft) + 1])
         hf_rt.truncate(len(prompt) - 1)
-        got = hf_rt.greedy([tokens[0], *draft], masks[:len(draft) + 1])
+        got = hf_rt.greedy([tokens[0], *draft], masks[: len(draft) + 1])
         assert got == want and got[0] == int(order[0, -2]), (got, want)
 
 
@@ -138,8 +149,10 @@ def test_torch_vs_llamacpp_argmax(hf_rt, smollm2_rt, capsys) -> None:  # noqa: A
     b = smollm2_rt.eval(toks, rows=rows).copy()
     agree = float((a.argmax(1) == b.argmax(1)).mean())
     with capsys.disabled():
-        print(f"\n[torch fp32 vs llama.cpp Q4_1] argmax agreement {agree:.2f} over {len(toks)} "
-              f"positions, max |dlogit| {float(np.abs(a - b).max()):.2f}")
+        print(
+            f"\n[torch fp32 vs llama.cpp Q4_1] argmax agreement {agree:.2f} over {len(toks)} "
+            f"positions, max |dlogit| {float(np.abs(a - b).max()):.2f}"
+        )
     # The GGUF is Q4_1 and llama.cpp quantizes activations: only a loose bound.
     assert agree >= 0.6
 
@@ -148,9 +161,23 @@ def test_cli_run_torch(smollm2_hf_dir: Path) -> None:
     from edge_spec.cli.main import main
 
     t0 = time.perf_counter()
-    res = CliRunner().invoke(main, ["run", "--runtime", "torch", "--model", str(smollm2_hf_dir),
-                                    "--prompt", "Say hi", "--max-tokens", "8", "--threads", "1",
-                                    "--json"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--runtime",
+            "torch",
+            "--model",
+            str(smollm2_hf_dir),
+            "--prompt",
+            "Say hi",
+            "--max-tokens",
+            "8",
+            "--threads",
+            "1",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert '"output_tokens": 8' in res.stdout and time.perf_counter() - t0 < 60
 

@@ -31,8 +31,10 @@ def test_batch_vs_single_and_truncate(smollm2_rt, capsys) -> None:  # noqa: ANN0
     again = rt.eval(toks[5:], rows=range(len(toks) - 5))
     trunc_diff = float(np.abs(again - full[5:]).max())
     with capsys.disabled():
-        print(f"\n[llamacpp smollm2] batch-vs-single max |dlogit| {diff:.4f}; "
-              f"truncate+re-eval max |dlogit| {trunc_diff:.4f}")
+        print(
+            f"\n[llamacpp smollm2] batch-vs-single max |dlogit| {diff:.4f}; "
+            f"truncate+re-eval max |dlogit| {trunc_diff:.4f}"
+        )
     assert trunc_diff < 1e-3 or (again.argmax(1) == full[5:].argmax(1)).all()
 
 

@@ -48,8 +48,10 @@ def ort_fp32(onnx_dirs: dict[str, Path]) -> OrtRuntime:
 
 def _all_rows(rt: OrtRuntime, toks: list[int], window: int) -> np.ndarray:
     rt.truncate(0)
-    parts = [rt.eval(toks[i:i + window], rows=range(len(toks[i:i + window]))).copy()
-             for i in range(0, len(toks), window)]
+    parts = [
+        rt.eval(toks[i : i + window], rows=range(len(toks[i : i + window]))).copy()
+        for i in range(0, len(toks), window)
+    ]
     return np.concatenate(parts)
 
 
@@ -58,8 +60,9 @@ def _unproven_flips(a: np.ndarray, b: np.ndarray) -> list[tuple[int, float]]:
     noise = float(np.abs(a - b).max())
     top2 = np.sort(a, axis=1)[:, -2:]
     gaps = top2[:, 1] - top2[:, 0]
-    return [(i, float(gaps[i])) for i in np.nonzero(a.argmax(1) != b.argmax(1))[0]
-            if gaps[i] > noise]
+    return [
+        (i, float(gaps[i])) for i in np.nonzero(a.argmax(1) != b.argmax(1))[0] if gaps[i] > noise
+    ]
 
 
 def test_export_layout(onnx_dirs: dict[str, Path], smollm2_hf_dir: Path) -> None:
@@ -76,9 +79,11 @@ def test_export_layout(onnx_dirs: dict[str, Path], smollm2_hf_dir: Path) -> None
 def test_export_refusals(smollm2_hf_dir: Path, tmp_path: Path) -> None:
     from edge_spec.export.onnx import export_onnx
 
-    for kw, msg in ((dict(quant="q5"), "unknown ONNX quantization"),
-                    (dict(quant="fp16"), "CUDA only"),
-                    (dict(exporter="optimum", quant="int8"), "fp32 only")):
+    for kw, msg in (
+        (dict(quant="q5"), "unknown ONNX quantization"),
+        (dict(quant="fp16"), "CUDA only"),
+        (dict(exporter="optimum", quant="int8"), "fp32 only"),
+    ):
         with pytest.raises(UserError, match=msg):
             export_onnx(smollm2_hf_dir, tmp_path / "x", **kw)
     if shutil.which("optimum-cli") is None:
@@ -96,7 +101,9 @@ def test_batch_vs_single(ort_int8: OrtRuntime, ort_fp32: OrtRuntime, capsys) -> 
             part = _all_rows(rt, toks, w)
             diff = float(np.abs(part - full).max())
             agree = float((part.argmax(1) == full.argmax(1)).mean())
-            lines.append(f"{rt.name} window {w:2d}: max |logit diff| {diff:.2e}, argmax agree {agree:.3f}")
+            lines.append(
+                f"{rt.name} window {w:2d}: max |logit diff| {diff:.2e}, argmax agree {agree:.3f}"
+            )
             if exact:
                 assert agree == 1.0 and diff < 1e-3, lines[-1]
             else:
@@ -121,8 +128,10 @@ def test_truncate_and_rows(ort_int8: OrtRuntime, onnx_dirs: dict[str, Path]) -> 
     tail = rt.eval(toks[40:80], rows=range(40)).copy()
     assert np.abs(tail - full[40:]).max() < 1e-4
     # The other KV strategies compute the same logits: sliced past (optimum layout) and genai.
-    for other in (OrtRuntime(onnx_dirs["int8"], OPTS, share_buffer=False),
-                  OrtRuntime(onnx_dirs["int8"], OPTS, decoder="genai")):
+    for other in (
+        OrtRuntime(onnx_dirs["int8"], OPTS, share_buffer=False),
+        OrtRuntime(onnx_dirs["int8"], OPTS, decoder="genai"),
+    ):
         first = other.eval(toks[:50], rows=[49]).copy()
         other.truncate(30)
         rest = other.eval(toks[30:80], rows=range(50)).copy()
@@ -132,25 +141,42 @@ def test_truncate_and_rows(ort_int8: OrtRuntime, onnx_dirs: dict[str, Path]) -> 
         rt.eval([1] * (rt.n_ctx + 1))
 
 
-def _spec_vs_plain(rt: OrtRuntime, tasks: list[dict], max_tokens: int, exact: bool,
-                   report: list[str]) -> None:
+def _spec_vs_plain(
+    rt: OrtRuntime, tasks: list[dict], max_tokens: int, exact: bool, report: list[str]
+) -> None:
     engine = Engine(rt, None, EngineConfig().override(kind="reference"))
     for t in tasks:
-        plain = engine.apply(t["original"], t["update"], t["instruction"], draft="none",
-                             max_tokens=max_tokens, engine="model")
-        spec = engine.apply(t["original"], t["update"], t["instruction"], draft="reference",
-                            max_tokens=max_tokens, engine="model")
+        plain = engine.apply(
+            t["original"],
+            t["update"],
+            t["instruction"],
+            draft="none",
+            max_tokens=max_tokens,
+            engine="model",
+        )
+        spec = engine.apply(
+            t["original"],
+            t["update"],
+            t["instruction"],
+            draft="reference",
+            max_tokens=max_tokens,
+            engine="model",
+        )
         s = spec.stats
-        report.append(f"{rt.name} {t['id']}: out {s.output_tokens} forwards {s.target_forwards} "
-                      f"accepted {s.accepted}/{s.drafted}")
+        report.append(
+            f"{rt.name} {t['id']}: out {s.output_tokens} forwards {s.target_forwards} "
+            f"accepted {s.accepted}/{s.drafted}"
+        )
         if spec.extra["tokens"] == plain.extra["tokens"]:
             continue
         assert not exact, f"{rt.name}: speculative output differs from plain on {t['id']}"
         prompt = plain.extra["prompt"]
         noise = batch_noise(rt, prompt, plain.extra["tokens"])
         div = first_divergence(rt, prompt, plain.extra["tokens"], spec.extra["tokens"], noise)
-        report.append(f"  divergence at {div.position}: top-2 gap {div.top2_gap:.4f}, "
-                      f"batch-vs-single noise {noise:.4f}")
+        report.append(
+            f"  divergence at {div.position}: top-2 gap {div.top2_gap:.4f}, "
+            f"batch-vs-single noise {noise:.4f}"
+        )
         assert div.near_tie, report[-1]
 
 
@@ -175,7 +201,9 @@ def test_pairs_with_gguf(ort_int8: OrtRuntime, smollm2_rt, capsys) -> None:  # n
     assert all(ort_int8.token_bytes(i) == smollm2_rt.token_bytes(i) for i in range(a.size))
     text = CODE + "<|im_start|>user\nhé 😀<|im_end|>"
     for special in (True, False):
-        assert ort_int8.tokenize(text, special=special) == smollm2_rt.tokenize(text, special=special)
+        assert ort_int8.tokenize(text, special=special) == smollm2_rt.tokenize(
+            text, special=special
+        )
     assert ort_int8.chat_template == smollm2_rt.chat_template
     # Logits: Q4_1 GGUF vs int8 ONNX; only reported, the quantizations differ.
     toks = ort_int8.tokenize(CODE)[:64]
@@ -191,8 +219,9 @@ def test_pairs_with_gguf(ort_int8: OrtRuntime, smollm2_rt, capsys) -> None:  # n
 
 def test_matches_torch(ort_fp32: OrtRuntime, smollm2_hf_dir: Path, capsys) -> None:  # noqa: ANN001
     hf = pytest.importorskip("edge_spec.runtimes.hf")
-    torch_rt = hf.open_runtime(smollm2_hf_dir, RuntimeOptions(n_ctx=512, threads=2,
-                                                              dtype="float32"))
+    torch_rt = hf.open_runtime(
+        smollm2_hf_dir, RuntimeOptions(n_ctx=512, threads=2, dtype="float32")
+    )
     toks = ort_fp32.tokenize(CODE)[:48]
     ort_fp32.truncate(0)
     a = ort_fp32.eval(toks, rows=range(48)).copy()
@@ -213,8 +242,9 @@ def _corrupt_copy(src: Path, dst: Path, location: str | None) -> Path:
             (dst / p.name).symlink_to(p) if location is None else os.link(p, dst / p.name)
     model = onnx.load(str(src / "model.onnx"), load_external_data=False)
     if location is not None:
-        entry = next(e for t in model.graph.initializer for e in t.external_data
-                     if e.key == "location")
+        entry = next(
+            e for t in model.graph.initializer for e in t.external_data if e.key == "location"
+        )
         entry.value = location
     onnx.save(model, str(dst / "model.onnx"))
     return dst
@@ -223,19 +253,55 @@ def _corrupt_copy(src: Path, dst: Path, location: str | None) -> Path:
 def test_external_data_escapes_refused(onnx_dirs: dict[str, Path], tmp_path: Path) -> None:
     src = onnx_dirs["int8"]
     up = os.path.relpath(src / "model.onnx.data", tmp_path / "dotdot")
-    bad = [_corrupt_copy(src, tmp_path / "dotdot", up),
-           _corrupt_copy(src, tmp_path / "absolute", str(src / "model.onnx.data")),
-           _corrupt_copy(src, tmp_path / "symlink", None)]
+    bad = [
+        _corrupt_copy(src, tmp_path / "dotdot", up),
+        _corrupt_copy(src, tmp_path / "absolute", str(src / "model.onnx.data")),
+        _corrupt_copy(src, tmp_path / "symlink", None),
+    ]
     runner = CliRunner()
     for d in bad:
-        res = runner.invoke(main, ["run", "--runtime", "ort", "--model", str(d), "--prompt", "hi",
-                                   "--n-ctx", "512", "--threads", "2", "--max-tokens", "4"])
+        res = runner.invoke(
+            main,
+            [
+                "run",
+                "--runtime",
+                "ort",
+                "--model",
+                str(d),
+                "--prompt",
+                "hi",
+                "--n-ctx",
+                "512",
+                "--threads",
+                "2",
+                "--max-tokens",
+                "4",
+            ],
+        )
         assert res.exit_code == 2, (d.name, res.output)
-        assert "outside the model folder" in res.output and len(res.output.strip().splitlines()) == 1
+        assert (
+            "outside the model folder" in res.output and len(res.output.strip().splitlines()) == 1
+        )
     good = _corrupt_copy(src, tmp_path / "good", "model.onnx.data")
-    res = runner.invoke(main, ["run", "--runtime", "ort", "--model", str(good), "--prompt",
-                               "Say hi.", "--n-ctx", "512", "--threads", "2", "--max-tokens", "8",
-                               "--json"])
+    res = runner.invoke(
+        main,
+        [
+            "run",
+            "--runtime",
+            "ort",
+            "--model",
+            str(good),
+            "--prompt",
+            "Say hi.",
+            "--n-ctx",
+            "512",
+            "--threads",
+            "2",
+            "--max-tokens",
+            "8",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout.strip().splitlines()[-1])["output_tokens"] > 0
 
@@ -244,11 +310,31 @@ def test_bench_ort(onnx_dirs: dict[str, Path], tmp_path: Path) -> None:
     if not SMALL_TASKS.exists():
         pytest.skip("no benchmark data")
     out = tmp_path / "out"
-    res = CliRunner().invoke(main, ["bench", "--tasks", str(SMALL_TASKS), "--limit", "1",
-                                    "--runtime", "ort", "--model", str(onnx_dirs["int8"]),
-                                    "--modes", "plain,spec-adaptive", "--max-tokens", "32",
-                                    "--n-ctx", "4096", "--threads", "2", "--out", str(out),
-                                    "--json"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "--tasks",
+            str(SMALL_TASKS),
+            "--limit",
+            "1",
+            "--runtime",
+            "ort",
+            "--model",
+            str(onnx_dirs["int8"]),
+            "--modes",
+            "plain,spec-adaptive",
+            "--max-tokens",
+            "32",
+            "--n-ctx",
+            "4096",
+            "--threads",
+            "2",
+            "--out",
+            str(out),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     records = json.loads((out / "results.json").read_text())
     assert {r["mode"] for r in records} == {"plain", "spec-adaptive"}

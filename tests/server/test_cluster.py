@@ -47,9 +47,11 @@ pytestmark = [pytest.mark.real, pytest.mark.cluster]
 
 KEY = "sk-test-cluster"
 APP = "edge-spec-test"
-PROMPTS = ("Write a Python function that adds two numbers.",
-           "Write a Python function that returns the square of a number.",
-           "Name three primary colors.")
+PROMPTS = (
+    "Write a Python function that adds two numbers.",
+    "Write a Python function that returns the square of a number.",
+    "Name three primary colors.",
+)
 MAX_TOKENS = 24
 
 
@@ -91,8 +93,12 @@ def test_two_nodes_one_replica_each(smollm2_path: Path, monkeypatch: pytest.Monk
     # listen ("Failed to connect to GCS at address 192.0.2.2:..."); this flag (meant for
     # macOS/Windows) makes it keep the loopback address.
     monkeypatch.setattr(ray._private.ray_constants, "ENABLE_RAY_CLUSTER", False)
-    node = {"num_cpus": 2, "resources": {"engine_slot": 1}, "node_ip_address": "127.0.0.1",
-            "object_store_memory": 100 * 1024 * 1024}
+    node = {
+        "num_cpus": 2,
+        "resources": {"engine_slot": 1},
+        "node_ip_address": "127.0.0.1",
+        "object_store_memory": 100 * 1024 * 1024,
+    }
     nodes = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
     try:
         nodes.add_node(**node)
@@ -102,8 +108,11 @@ def test_two_nodes_one_replica_each(smollm2_path: Path, monkeypatch: pytest.Monk
         serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": port})
         cluster = ClusterSettings(replicas=2, threads=1, num_cpus=1, app_name=APP)
         opts = {"model": str(smollm2_path), "draft": "reference", "n_ctx": 2048}
-        serve.run(build_app(opts, cluster, ServerSettings(), resources={"engine_slot": 1}),
-                  name=APP, route_prefix="/")
+        serve.run(
+            build_app(opts, cluster, ServerSettings(), resources={"engine_slot": 1}),
+            name=APP,
+            route_prefix="/",
+        )
         base = f"http://127.0.0.1:{port}"
         assert _wait_ok(base)["replicas"]["running"] == 2
         answered = _concurrent_nodes(base, 4)
@@ -121,8 +130,11 @@ def _concurrent_nodes(base: str, n: int) -> dict[str, str]:
     failed: list[str] = []
 
     def one(i: int) -> None:
-        r = httpx.post(f"{base}/v1/completions", timeout=120,
-                       json={"prompt": f"Count to {i + 3}:", "max_tokens": MAX_TOKENS})
+        r = httpx.post(
+            f"{base}/v1/completions",
+            timeout=120,
+            json={"prompt": f"Count to {i + 3}:", "max_tokens": MAX_TOKENS},
+        )
         if r.status_code != 200:
             failed.append(r.text)
         out[r.headers[REPLICA_HEADER]] = r.headers[NODE_HEADER]
@@ -139,14 +151,18 @@ def _concurrent_nodes(base: str, n: int) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def cl(smollm2_path: Path) -> Iterator[SimpleNamespace]:
     port = _free_port()
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024 * 1024,
-             log_to_driver=False, _node_ip_address="127.0.0.1")
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=100 * 1024 * 1024,
+        log_to_driver=False,
+        _node_ip_address="127.0.0.1",
+    )
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         cluster = ClusterSettings(replicas=2, threads=1, num_cpus=1, app_name=APP)
         opts = {"model": str(smollm2_path), "draft": "reference", "n_ctx": 2048}
-        serve.run(build_app(opts, cluster, ServerSettings(api_key=KEY)), name=APP,
-                  route_prefix="/")
+        serve.run(build_app(opts, cluster, ServerSettings(api_key=KEY)), name=APP, route_prefix="/")
         base = f"http://127.0.0.1:{port}"
         _wait_ok(base)
         client = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY, max_retries=0, timeout=120)
@@ -159,15 +175,24 @@ def cl(smollm2_path: Path) -> Iterator[SimpleNamespace]:
 @pytest.fixture(scope="module")
 def expected(smollm2_path: Path) -> dict[str, str]:
     """The greedy output of each prompt from a local engine configured like a replica."""
-    eng = Engine(str(smollm2_path), None,
-                 EngineConfig().override(n_ctx=2048, threads=1, kind="reference"))
-    return {p: eng.generate([{"role": "user", "content": p}], max_tokens=MAX_TOKENS,
-                            sampling=SamplingSettings()).text for p in PROMPTS}
+    eng = Engine(
+        str(smollm2_path), None, EngineConfig().override(n_ctx=2048, threads=1, kind="reference")
+    )
+    return {
+        p: eng.generate(
+            [{"role": "user", "content": p}], max_tokens=MAX_TOKENS, sampling=SamplingSettings()
+        ).text
+        for p in PROMPTS
+    }
 
 
 def _apply(cl: SimpleNamespace, original: str, update: str) -> httpx.Response:
-    return httpx.post(f"{cl.base}/v1/apply", headers=cl.headers, timeout=120, json={
-        "original": original, "update": update, "max_tokens": 32, "engine": "model"})
+    return httpx.post(
+        f"{cl.base}/v1/apply",
+        headers=cl.headers,
+        timeout=120,
+        json={"original": original, "update": update, "max_tokens": 32, "engine": "model"},
+    )
 
 
 def test_affinity_key() -> None:
@@ -176,8 +201,9 @@ def test_affinity_key() -> None:
     assert affinity_key(a) == affinity_key(ApplyRequest(original=big, update="y\n"))
     assert affinity_key(ApplyRequest(original="short", update="y")) is None
     chat = ChatRequest(messages=[{"role": "user", "content": f"Fix:\n```py\n{big}```"}])
-    pred = ChatRequest(messages=[{"role": "user", "content": "hi"}],
-                       prediction={"type": "content", "content": big})
+    pred = ChatRequest(
+        messages=[{"role": "user", "content": "hi"}], prediction={"type": "content", "content": big}
+    )
     assert affinity_key(chat) == affinity_key(pred) == affinity_key(a)
     ids = [f"r{i}" for i in range(4)]
     homes = {rank_by_key(str(k), ids)[0] for k in range(64)}
@@ -189,19 +215,33 @@ def test_affinity_key() -> None:
 def test_openai_chat_stream_and_prediction(cl: SimpleNamespace, expected: dict[str, str]) -> None:
     p = PROMPTS[2]
     resp = cl.client.chat.completions.create(
-        model="smollm2", messages=[{"role": "user", "content": p}], temperature=0,
-        max_tokens=MAX_TOKENS)
+        model="smollm2",
+        messages=[{"role": "user", "content": p}],
+        temperature=0,
+        max_tokens=MAX_TOKENS,
+    )
     assert resp.choices[0].message.content == expected[p]
     assert resp.usage.completion_tokens <= MAX_TOKENS
-    chunks = list(cl.client.chat.completions.create(
-        model="smollm2", messages=[{"role": "user", "content": p}], temperature=0,
-        max_tokens=MAX_TOKENS, stream=True, stream_options={"include_usage": True}))
+    chunks = list(
+        cl.client.chat.completions.create(
+            model="smollm2",
+            messages=[{"role": "user", "content": p}],
+            temperature=0,
+            max_tokens=MAX_TOKENS,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == expected[p]
     assert chunks[-1].usage is not None and chunks[-1].choices == []
     # Predicted Outputs: the prediction drafts, the text stays the target's own.
     pred = cl.client.chat.completions.create(
-        model="smollm2", messages=[{"role": "user", "content": p}], temperature=0,
-        max_tokens=MAX_TOKENS, prediction={"type": "content", "content": expected[p]})
+        model="smollm2",
+        messages=[{"role": "user", "content": p}],
+        temperature=0,
+        max_tokens=MAX_TOKENS,
+        prediction={"type": "content", "content": expected[p]},
+    )
     assert pred.choices[0].message.content == expected[p]
     assert pred.usage.completion_tokens_details.accepted_prediction_tokens > 0
     assert [m.id for m in cl.client.models.list().data] == ["smollm2-135m-instruct-q4_1"]
@@ -253,12 +293,15 @@ def test_router_ranks_by_key_then_load() -> None:
     key = "k" * 20
     home = next(r for r in reps if r.replica_id.unique_id == rank_by_key(key, ["r0", "r1"])[0])
     other = next(r for r in reps if r is not home)
-    router, pending = _Router(), SimpleNamespace(args=(key,), kwargs={},
-                                                 routing_context=SimpleNamespace())
+    router, pending = (
+        _Router(),
+        SimpleNamespace(args=(key,), kwargs={}, routing_context=SimpleNamespace()),
+    )
 
     def ranks(at_home: int, elsewhere: int) -> list:
-        router.replica_queue_len_cache.update({home.replica_id: at_home,
-                                               other.replica_id: elsewhere})
+        router.replica_queue_len_cache.update(
+            {home.replica_id: at_home, other.replica_id: elsewhere}
+        )
         return asyncio.run(router.choose_replicas(reps, pending))
 
     assert ranks(0, 0) == [[home], [other]]
@@ -270,9 +313,16 @@ def test_router_ranks_by_key_then_load() -> None:
 
 
 def _chat_raw(cl: SimpleNamespace, prompt: str) -> tuple[int, dict]:
-    r = httpx.post(f"{cl.base}/v1/chat/completions", headers=cl.headers, timeout=120, json={
-        "messages": [{"role": "user", "content": prompt}], "temperature": 0,
-        "max_tokens": MAX_TOKENS})
+    r = httpx.post(
+        f"{cl.base}/v1/chat/completions",
+        headers=cl.headers,
+        timeout=120,
+        json={
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0,
+            "max_tokens": MAX_TOKENS,
+        },
+    )
     return r.status_code, r.json()
 
 
@@ -313,8 +363,9 @@ def test_replica_killed_during_burst(cl: SimpleNamespace, expected: dict[str, st
 def test_operator_config_file_is_valid_settings() -> None:
     """The documented Serve config builds the settings the app builder will use (no Ray)."""
     yaml = pytest.importorskip("yaml")
-    conf = yaml.safe_load((Path(__file__).parents[2] / "examples" / "cluster" /
-                           "serve-config.yaml").read_text())
+    conf = yaml.safe_load(
+        (Path(__file__).parents[2] / "examples" / "cluster" / "serve-config.yaml").read_text()
+    )
     (app,) = conf["applications"]
     assert app["import_path"] == "edge_spec.server.cluster:app_builder"
     cluster = ClusterSettings(**app["args"]["cluster"])

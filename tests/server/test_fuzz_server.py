@@ -19,8 +19,12 @@ from hypothesis import strategies as st  # noqa: E402
 
 fs = load_fuzz("fuzz_server")
 _ENV = os.environ.get("EDGE_SPEC_FUZZ_EXAMPLES")
-FUZZ = settings(max_examples=int(_ENV) if _ENV else 150, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=int(_ENV) if _ENV else 150,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 
 @pytest.fixture(scope="module")
@@ -30,32 +34,64 @@ def client():  # noqa: ANN201
     c.__exit__(None, None, None)
 
 
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70),
-                    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=40))
-JSON = st.recursive(SCALARS, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
-    max_leaves=12)
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=40),
+)
+JSON = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
 TEXT = st.text(max_size=60)  # includes lone surrogates, NUL, U+FFFD
-MESSAGE = st.fixed_dictionaries({"role": st.sampled_from(["user", "system", "assistant", "bot", ""]),
-                                 "content": st.one_of(TEXT, st.none(), st.lists(
-                                     st.fixed_dictionaries({"type": st.just("text"), "text": TEXT}),
-                                     max_size=2), JSON)})
+MESSAGE = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["user", "system", "assistant", "bot", ""]),
+        "content": st.one_of(
+            TEXT,
+            st.none(),
+            st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": TEXT}), max_size=2),
+            JSON,
+        ),
+    }
+)
 NAN = st.sampled_from([float("nan"), float("inf"), -float("inf")])
-COMMON = {"max_tokens": st.one_of(st.integers(-3, 40), JSON), "temperature": st.one_of(
-    st.floats(-1, 3), NAN, JSON), "top_p": st.one_of(st.floats(-0.5, 1.5), NAN),
-    "top_k": st.integers(-2, 50), "seed": st.one_of(st.integers(-2**64, 2**64), JSON),
-    "stop": st.one_of(TEXT, st.lists(TEXT, max_size=3), JSON), "stream": st.booleans(),
-    "n": st.integers(0, 3), "prediction": st.one_of(st.fixed_dictionaries(
-        {"type": st.just("content"), "content": TEXT}), JSON), "model": st.one_of(TEXT, JSON)}
-CHAT = st.fixed_dictionaries({"messages": st.one_of(st.lists(MESSAGE, max_size=3), JSON)},
-                             optional=COMMON)
-COMPLETION = st.fixed_dictionaries({"prompt": st.one_of(TEXT, st.lists(TEXT, max_size=2), JSON)},
-                                   optional={**COMMON, "echo": st.booleans()})
-APPLY = st.fixed_dictionaries({"original": st.one_of(TEXT, JSON), "update": st.one_of(TEXT, JSON)},
-                              optional={"instruction": st.one_of(TEXT, JSON), "stream": st.booleans(),
-                                        "max_tokens": st.integers(-1, 40), "template": st.one_of(
-                                            st.sampled_from(["instruct", "fastapply", "nope"]), JSON),
-                                        "lang": TEXT})
+COMMON = {
+    "max_tokens": st.one_of(st.integers(-3, 40), JSON),
+    "temperature": st.one_of(st.floats(-1, 3), NAN, JSON),
+    "top_p": st.one_of(st.floats(-0.5, 1.5), NAN),
+    "top_k": st.integers(-2, 50),
+    "seed": st.one_of(st.integers(-(2**64), 2**64), JSON),
+    "stop": st.one_of(TEXT, st.lists(TEXT, max_size=3), JSON),
+    "stream": st.booleans(),
+    "n": st.integers(0, 3),
+    "prediction": st.one_of(
+        st.fixed_dictionaries({"type": st.just("content"), "content": TEXT}), JSON
+    ),
+    "model": st.one_of(TEXT, JSON),
+}
+CHAT = st.fixed_dictionaries(
+    {"messages": st.one_of(st.lists(MESSAGE, max_size=3), JSON)}, optional=COMMON
+)
+COMPLETION = st.fixed_dictionaries(
+    {"prompt": st.one_of(TEXT, st.lists(TEXT, max_size=2), JSON)},
+    optional={**COMMON, "echo": st.booleans()},
+)
+APPLY = st.fixed_dictionaries(
+    {"original": st.one_of(TEXT, JSON), "update": st.one_of(TEXT, JSON)},
+    optional={
+        "instruction": st.one_of(TEXT, JSON),
+        "stream": st.booleans(),
+        "max_tokens": st.integers(-1, 40),
+        "template": st.one_of(st.sampled_from(["instruct", "fastapply", "nope"]), JSON),
+        "lang": TEXT,
+    },
+)
 
 
 @FUZZ

@@ -39,9 +39,11 @@ from edge_spec.server.serving import make_server  # noqa: E402
 pytestmark = pytest.mark.real
 
 KEY = "sk-test-edge-spec"
-PROMPTS = ("Write a Python function that adds two numbers.",
-           "Write a Python function that returns the square of a number.",
-           "Name three primary colors.")
+PROMPTS = (
+    "Write a Python function that adds two numbers.",
+    "Write a Python function that returns the square of a number.",
+    "Name three primary colors.",
+)
 MAX_TOKENS = 32
 
 
@@ -75,7 +77,9 @@ def _wait_healthy(base: str, timeout: float = 60) -> dict:
 
 @pytest.fixture(scope="module")
 def engine(smollm2_path: Path) -> Engine:
-    return Engine(str(smollm2_path), None, EngineConfig().override(n_ctx=2048, threads=2, kind="reference"))
+    return Engine(
+        str(smollm2_path), None, EngineConfig().override(n_ctx=2048, threads=2, kind="reference")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +90,9 @@ def srv(engine: Engine) -> Iterator[SimpleNamespace]:
     try:
         _wait_healthy(base)
         client = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY, max_retries=0, timeout=180)
-        yield SimpleNamespace(base=base, app=app, client=client,
-                              headers={"Authorization": f"Bearer {KEY}"})
+        yield SimpleNamespace(
+            base=base, app=app, client=client, headers={"Authorization": f"Bearer {KEY}"}
+        )
     finally:
         server.should_exit = True
         thread.join(10)
@@ -95,8 +100,12 @@ def srv(engine: Engine) -> Iterator[SimpleNamespace]:
 
 def _chat(srv: SimpleNamespace, prompt: str, **kw: object):  # noqa: ANN202
     return srv.client.chat.completions.create(
-        model="smollm2", messages=[{"role": "user", "content": prompt}], temperature=0,
-        max_tokens=kw.pop("max_tokens", MAX_TOKENS), **kw)
+        model="smollm2",
+        messages=[{"role": "user", "content": prompt}],
+        temperature=0,
+        max_tokens=kw.pop("max_tokens", MAX_TOKENS),
+        **kw,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -126,8 +135,7 @@ def test_chat_stream_matches_nonstream(srv: SimpleNamespace, greedy: dict[str, s
     assert u.total_tokens == u.prompt_tokens + u.completion_tokens
     assert u.completion_tokens_details.accepted_prediction_tokens == 0
     timings = resp.model_dump()["usage"]["timings"]
-    for k in ("prefill_ms", "decode_tok_s", "drafted", "accepted", "tokens_per_forward",
-              "ttft_ms"):
+    for k in ("prefill_ms", "decode_tok_s", "drafted", "accepted", "tokens_per_forward", "ttft_ms"):
         assert k in timings
 
     chunks = list(_chat(srv, prompt, stream=True, stream_options={"include_usage": True}))
@@ -146,24 +154,30 @@ def test_chat_stream_matches_nonstream(srv: SimpleNamespace, greedy: dict[str, s
 def test_completions_and_models(srv: SimpleNamespace) -> None:
     models = srv.client.models.list()
     assert [m.id for m in models.data] == ["smollm2-135m-instruct-q4_1"]
-    resp = srv.client.completions.create(model="x", prompt="def add(a, b):\n", max_tokens=12,
-                                         temperature=0)
+    resp = srv.client.completions.create(
+        model="x", prompt="def add(a, b):\n", max_tokens=12, temperature=0
+    )
     assert resp.object == "text_completion" and resp.choices[0].text
     assert resp.usage.completion_tokens <= 12
-    chunks = list(srv.client.completions.create(model="x", prompt="def add(a, b):\n",
-                                                max_tokens=12, temperature=0, stream=True))
+    chunks = list(
+        srv.client.completions.create(
+            model="x", prompt="def add(a, b):\n", max_tokens=12, temperature=0, stream=True
+        )
+    )
     assert "".join(c.choices[0].text for c in chunks) == resp.choices[0].text
 
 
-def test_prediction_accounting(srv: SimpleNamespace, greedy: dict[str, str],
-                               engine: Engine) -> None:
+def test_prediction_accounting(
+    srv: SimpleNamespace, greedy: dict[str, str], engine: Engine
+) -> None:
     prompt = PROMPTS[0]
     plain = greedy[prompt]
     right = _chat(srv, prompt, prediction={"type": "content", "content": plain})
     got = right.choices[0].message.content
     # Other drafts mean other batch shapes: llama.cpp may part at a numeric near-tie.
-    tie = assert_same_or_near_tie(engine.target, engine.prompt_tokens(prompt), plain, got,
-                                  "prediction = plain output")
+    tie = assert_same_or_near_tie(
+        engine.target, engine.prompt_tokens(prompt), plain, got, "prediction = plain output"
+    )
     d = right.usage.completion_tokens_details
     assert d.accepted_prediction_tokens > 0
     assert tie is not None or d.rejected_prediction_tokens == 0
@@ -171,12 +185,24 @@ def test_prediction_accounting(srv: SimpleNamespace, greedy: dict[str, str],
     assert timings["accepted"] > 0 and timings["tokens_per_forward"] > 1
 
     # As a list of text parts, and wrong: same output, prediction tokens rejected.
-    wrong = _chat(srv, prompt, prediction={
-        "type": "content",
-        "content": [{"type": "text", "text": "The quick brown fox jumps over the lazy dog. "},
-                    {"type": "text", "text": "Lorem ipsum dolor sit amet."}]})
-    assert_same_or_near_tie(engine.target, engine.prompt_tokens(prompt), plain,
-                             wrong.choices[0].message.content, "wrong prediction")
+    wrong = _chat(
+        srv,
+        prompt,
+        prediction={
+            "type": "content",
+            "content": [
+                {"type": "text", "text": "The quick brown fox jumps over the lazy dog. "},
+                {"type": "text", "text": "Lorem ipsum dolor sit amet."},
+            ],
+        },
+    )
+    assert_same_or_near_tie(
+        engine.target,
+        engine.prompt_tokens(prompt),
+        plain,
+        wrong.choices[0].message.content,
+        "wrong prediction",
+    )
     d = wrong.usage.completion_tokens_details
     assert d.rejected_prediction_tokens > 0
     assert d.accepted_prediction_tokens < d.rejected_prediction_tokens
@@ -189,12 +215,20 @@ def test_concurrency_queue_limit(srv: SimpleNamespace, greedy: dict[str, str]) -
 
     def client(i: int) -> None:
         prompt = PROMPTS[i % len(PROMPTS)]
-        body = {"model": "m", "messages": [{"role": "user", "content": prompt}],
-                "temperature": 0, "max_tokens": MAX_TOKENS}
+        body = {
+            "model": "m",
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0,
+            "max_tokens": MAX_TOKENS,
+        }
         barrier.wait()
         try:
-            results[i] = (prompt, httpx.post(f"{srv.base}/v1/chat/completions", json=body,
-                                             headers=srv.headers, timeout=120))
+            results[i] = (
+                prompt,
+                httpx.post(
+                    f"{srv.base}/v1/chat/completions", json=body, headers=srv.headers, timeout=120
+                ),
+            )
         except BaseException as exc:  # reported below
             results[i] = (prompt, exc)
 
@@ -221,10 +255,16 @@ def test_concurrency_queue_limit(srv: SimpleNamespace, greedy: dict[str, str]) -
 
 def test_disconnect_cancels_generation(srv: SimpleNamespace, greedy: dict[str, str]) -> None:
     before = _health(srv)["cancelled"]
-    body = {"prompt": "1, 2, 3, 4, 5, 6, 7, 8,", "max_tokens": 1500, "temperature": 0,
-            "stream": True}
-    with httpx.Client(timeout=60) as c, c.stream("POST", f"{srv.base}/v1/completions", json=body,
-                                                  headers=srv.headers) as r:
+    body = {
+        "prompt": "1, 2, 3, 4, 5, 6, 7, 8,",
+        "max_tokens": 1500,
+        "temperature": 0,
+        "stream": True,
+    }
+    with (
+        httpx.Client(timeout=60) as c,
+        c.stream("POST", f"{srv.base}/v1/completions", json=body, headers=srv.headers) as r,
+    ):
         assert r.status_code == 200
         for line in r.iter_lines():
             if line.startswith("data: ") and json.loads(line[6:])["choices"][0]["text"]:
@@ -265,28 +305,39 @@ def test_body_limit(srv: SimpleNamespace) -> None:
     def chunks() -> Iterator[bytes]:  # no Content-Length: the actual size is checked
         data = big.encode()
         for i in range(0, len(data), 256 * 1024):
-            yield data[i:i + 256 * 1024]
+            yield data[i : i + 256 * 1024]
 
     r = httpx.post(url, content=chunks(), headers=headers)
     assert r.status_code == 413 and "error" in r.json()
     assert _health(srv)["in_flight"] == 0
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": -1}, "max_tokens"),
-    ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}, "max_tokens"),
-    ({"messages": [{"role": "user", "content": "hi"}],
-      "prediction": {"type": "diff", "content": "x"}}, "prediction.type"),
-    ({"messages": [{"role": "user", "content": "hi"}], "temperature": 2.5}, "temperature"),
-    ({"max_tokens": 4}, "messages"),
-    ({"messages": []}, "messages"),
-    ("{not json", None),
-    ("[1, 2]", None),
-])
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": -1}, "max_tokens"),
+        ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}, "max_tokens"),
+        (
+            {
+                "messages": [{"role": "user", "content": "hi"}],
+                "prediction": {"type": "diff", "content": "x"},
+            },
+            "prediction.type",
+        ),
+        ({"messages": [{"role": "user", "content": "hi"}], "temperature": 2.5}, "temperature"),
+        ({"max_tokens": 4}, "messages"),
+        ({"messages": []}, "messages"),
+        ("{not json", None),
+        ("[1, 2]", None),
+    ],
+)
 def test_bad_requests(srv: SimpleNamespace, body: object, param: str | None) -> None:
     content = body if isinstance(body, str) else json.dumps(body)
-    r = httpx.post(f"{srv.base}/v1/chat/completions", content=content,
-                   headers={**srv.headers, "Content-Type": "application/json"})
+    r = httpx.post(
+        f"{srv.base}/v1/chat/completions",
+        content=content,
+        headers={**srv.headers, "Content-Type": "application/json"},
+    )
     assert r.status_code == 400, r.text
     err = r.json()["error"]
     assert set(err) == {"message", "type", "param", "code"}
@@ -296,8 +347,11 @@ def test_bad_requests(srv: SimpleNamespace, body: object, param: str | None) -> 
 
 
 def test_prompt_too_long_is_400(srv: SimpleNamespace) -> None:
-    r = httpx.post(f"{srv.base}/v1/chat/completions", headers=srv.headers, json={
-        "messages": [{"role": "user", "content": "hello " * 2100}], "max_tokens": 4})
+    r = httpx.post(
+        f"{srv.base}/v1/chat/completions",
+        headers=srv.headers,
+        json={"messages": [{"role": "user", "content": "hello " * 2100}], "max_tokens": 4},
+    )
     assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
 
 
@@ -313,17 +367,29 @@ def _same_or_near_tie(engine: Engine, body: dict, a: str, b: str) -> bool:
         return True
     rt = engine.target
     plan = plan_apply(rt, body["original"], body["update"], body.get("instruction"))
-    d = divergence(rt, plan.tokens, rt.tokenize(a, special=False),
-                   rt.tokenize(b, special=False), guard=plan.guard)
+    d = divergence(
+        rt,
+        plan.tokens,
+        rt.tokenize(a, special=False),
+        rt.tokenize(b, special=False),
+        guard=plan.guard,
+    )
     assert d is not None and d.near_tie, (d, a, b)
-    print(f"\n[near-tie] /v1/apply stream vs not: token {d.position}, gap {d.top2_gap} <= "
-          f"noise {d.noise}")
+    print(
+        f"\n[near-tie] /v1/apply stream vs not: token {d.position}, gap {d.top2_gap} <= "
+        f"noise {d.noise}"
+    )
     return False
 
 
 def test_apply_endpoint(srv: SimpleNamespace, engine: Engine) -> None:
-    body = {"original": ORIGINAL, "update": UPDATE, "instruction": "Use an f-string.",
-            "max_tokens": 48, "engine": "model"}
+    body = {
+        "original": ORIGINAL,
+        "update": UPDATE,
+        "instruction": "Use an f-string.",
+        "max_tokens": 48,
+        "engine": "model",
+    }
     r = httpx.post(f"{srv.base}/v1/apply", json=body, headers=srv.headers, timeout=60)
     assert r.status_code == 200, r.text
     d = r.json()
@@ -333,8 +399,13 @@ def test_apply_endpoint(srv: SimpleNamespace, engine: Engine) -> None:
     assert all(marker_shape(lines[i - 1]) for i in d["lazy_lines"])
 
     deltas, final = [], None
-    with httpx.stream("POST", f"{srv.base}/v1/apply", json={**body, "stream": True},
-                      headers=srv.headers, timeout=60) as s:
+    with httpx.stream(
+        "POST",
+        f"{srv.base}/v1/apply",
+        json={**body, "stream": True},
+        headers=srv.headers,
+        timeout=60,
+    ) as s:
         for line in s.iter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
@@ -351,11 +422,16 @@ def test_apply_endpoint(srv: SimpleNamespace, engine: Engine) -> None:
 def test_apply_takes_a_guard_and_rejects_an_unknown_one(srv: SimpleNamespace) -> None:
     body = {"original": ORIGINAL, "update": UPDATE, "max_tokens": 48, "engine": "model"}
     for guard in ("markers", "off"):
-        r = httpx.post(f"{srv.base}/v1/apply", json={**body, "guard": guard},
-                       headers=srv.headers, timeout=60)
+        r = httpx.post(
+            f"{srv.base}/v1/apply", json={**body, "guard": guard}, headers=srv.headers, timeout=60
+        )
         assert r.status_code == 200, r.text
-    r = httpx.post(f"{srv.base}/v1/apply", json={**body, "guard": "everything"},
-                   headers=srv.headers, timeout=60)
+    r = httpx.post(
+        f"{srv.base}/v1/apply",
+        json={**body, "guard": "everything"},
+        headers=srv.headers,
+        timeout=60,
+    )
     assert r.status_code == 400 and r.json()["error"]["param"] == "guard", r.text
 
 
@@ -365,15 +441,26 @@ def test_continue_style_apply(srv: SimpleNamespace) -> None:
     update = "# ... existing code ...\n\ndef main():\n    greet('world')\n    greet('moon')\n"
     messages = [
         {"role": "system", "content": "You are a coding assistant that applies code edits."},
-        {"role": "user", "content": [
-            {"type": "text", "text": f"Here is a file:\n```python\n{ORIGINAL}```\n\n"},
-            {"type": "text", "text": f"Apply this edit:\n```python\n{update}```\n"
-                                     "Output the complete updated file."}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": f"Here is a file:\n```python\n{ORIGINAL}```\n\n"},
+                {
+                    "type": "text",
+                    "text": f"Apply this edit:\n```python\n{update}```\n"
+                    "Output the complete updated file.",
+                },
+            ],
+        },
     ]
     merged = ORIGINAL + "    greet('moon')\n"
     resp = srv.client.chat.completions.create(
-        model="apply", messages=messages, temperature=0, max_tokens=200,
-        prediction={"type": "content", "content": ORIGINAL})
+        model="apply",
+        messages=messages,
+        temperature=0,
+        max_tokens=200,
+        prediction={"type": "content", "content": ORIGINAL},
+    )
     # The structural merge is sure of this snippet: the file comes back without a model run.
     assert resp.choices[0].message.content == merged
     assert resp.choices[0].finish_reason == "stop"
@@ -381,8 +468,13 @@ def test_continue_style_apply(srv: SimpleNamespace) -> None:
     assert info["engine"] == "merge" and info["verdicts"][0]["status"] == "exact"
     # The model path, asked for explicitly: the prediction drafts and is accounted for.
     resp = srv.client.chat.completions.create(
-        model="apply", messages=messages, temperature=0, max_tokens=48,
-        prediction={"type": "content", "content": ORIGINAL}, extra_body={"engine": "model"})
+        model="apply",
+        messages=messages,
+        temperature=0,
+        max_tokens=48,
+        prediction={"type": "content", "content": ORIGINAL},
+        extra_body={"engine": "model"},
+    )
     assert resp.choices[0].message.content
     assert resp.model_dump()["edge_spec_apply"]["engine"] == "model"
     d = resp.usage.completion_tokens_details
@@ -390,8 +482,13 @@ def test_continue_style_apply(srv: SimpleNamespace) -> None:
     assert resp.usage.completion_tokens <= 48
     # Streaming gives the same file.
     chunks = srv.client.chat.completions.create(
-        model="apply", messages=messages, temperature=0, max_tokens=200, stream=True,
-        prediction={"type": "content", "content": ORIGINAL})
+        model="apply",
+        messages=messages,
+        temperature=0,
+        max_tokens=200,
+        stream=True,
+        prediction={"type": "content", "content": ORIGINAL},
+    )
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == merged
 
 
@@ -408,14 +505,19 @@ def test_chat_apply_detection() -> None:
     ap = chat_apply(flagged, msgs(two_blocks))
     assert ap is not None and ap.original == "a = 1\n" and ap.update == "b = 2\n"
     assert ap.instruction.startswith("Which is faster?")
-    pred = ChatRequest(messages=[{"role": "user", "content": "x"}],
-                       prediction={"type": "content", "content": ORIGINAL})
+    pred = ChatRequest(
+        messages=[{"role": "user", "content": "x"}],
+        prediction={"type": "content", "content": ORIGINAL},
+    )
     text = f"Apply:\n```python\n{UPDATE}```"
     ap = chat_apply(pred, msgs(text))
     assert ap is not None and ap.original == ORIGINAL and ap.update == UPDATE
     assert chat_apply(pred, msgs("no code here")) is None
-    off = ChatRequest(messages=[{"role": "user", "content": "x"}], apply=False,
-                      prediction={"type": "content", "content": ORIGINAL})
+    off = ChatRequest(
+        messages=[{"role": "user", "content": "x"}],
+        apply=False,
+        prediction={"type": "content", "content": ORIGINAL},
+    )
     assert chat_apply(off, msgs(text)) is None
 
 
@@ -430,8 +532,9 @@ def test_health_while_loading(engine: Engine) -> None:
     try:
         r = httpx.get(f"{base}/health")
         assert r.status_code == 503 and r.json()["status"] == "loading"
-        r = httpx.post(f"{base}/v1/chat/completions",
-                       json={"messages": [{"role": "user", "content": "hi"}]})
+        r = httpx.post(
+            f"{base}/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]}
+        )
         assert r.status_code == 503 and r.json()["error"]["code"] == "model_loading"
         release.set()
         assert _wait_healthy(base, 10)["status"] == "ok"
@@ -441,15 +544,20 @@ def test_health_while_loading(engine: Engine) -> None:
         thread.join(10)
 
 
-def test_ttft_and_speed_server_vs_in_process(srv: SimpleNamespace, engine: Engine,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_ttft_and_speed_server_vs_in_process(
+    srv: SimpleNamespace, engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
     prompt, other = PROMPTS[1], PROMPTS[2]
     n = 64
     _chat(srv, other, max_tokens=4)  # same KV state before each measurement
     first: list[float] = []
     t0 = time.perf_counter()
-    res = engine.generate(prompt, max_tokens=n, sampling=SamplingConfig(0.0),
-                          on_delta=lambda d: first or first.append(time.perf_counter()))
+    res = engine.generate(
+        prompt,
+        max_tokens=n,
+        sampling=SamplingConfig(0.0),
+        on_delta=lambda d: first or first.append(time.perf_counter()),
+    )
     local_wall = (time.perf_counter() - t0) * 1e3
     local_ttft = (first[0] - t0) * 1e3
     local = res.stats.to_dict()
@@ -469,11 +577,13 @@ def test_ttft_and_speed_server_vs_in_process(srv: SimpleNamespace, engine: Engin
     assert "".join(text) == res.text and usage is not None
     t = usage["timings"]
     with capsys.disabled():
-        print(f"\n[serve vs in-process, {res.stats.output_tokens} tokens, greedy] "
-              f"in-process: ttft {local_ttft:.0f} ms wall ({local['ttft_ms']:.0f} ms in the loop),"
-              f" decode {local['decode_tok_s']:.1f} tok/s, wall {local_wall:.0f} ms | "
-              f"server: ttft {ttft:.0f} ms at the client ({t['ttft_ms']:.0f} ms in the loop), "
-              f"decode {t['decode_tok_s']:.1f} tok/s, wall {total:.0f} ms at the client")
+        print(
+            f"\n[serve vs in-process, {res.stats.output_tokens} tokens, greedy] "
+            f"in-process: ttft {local_ttft:.0f} ms wall ({local['ttft_ms']:.0f} ms in the loop),"
+            f" decode {local['decode_tok_s']:.1f} tok/s, wall {local_wall:.0f} ms | "
+            f"server: ttft {ttft:.0f} ms at the client ({t['ttft_ms']:.0f} ms in the loop), "
+            f"decode {t['decode_tok_s']:.1f} tok/s, wall {total:.0f} ms at the client"
+        )
 
 
 def test_cli_serve_load_failure_is_one_line_error(tmp_path: Path) -> None:
@@ -481,8 +591,10 @@ def test_cli_serve_load_failure_is_one_line_error(tmp_path: Path) -> None:
 
     from edge_spec.cli.main import main
 
-    res = CliRunner().invoke(main, ["serve", "--model", str(tmp_path / "missing.gguf"),
-                                    "--port", "0", "--log-level", "error"])
+    res = CliRunner().invoke(
+        main,
+        ["serve", "--model", str(tmp_path / "missing.gguf"), "--port", "0", "--log-level", "error"],
+    )
     assert res.exit_code == 2, (res.output, res.exception)
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
     assert len(lines) == 1 and "missing.gguf" in lines[0] and "Traceback" not in res.output
@@ -501,10 +613,32 @@ def test_sigterm_with_requests_queued_ends_each_cleanly(smollm2_path: Path) -> N
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "edge_spec", "serve", "--model", str(smollm2_path), "--port",
-         str(port), "--n-ctx", "2048", "--threads", "2", "--draft", "reference",
-         "--max-queue", "16", "--profile", "none", "--allowed-host", "box.lan"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "edge_spec",
+            "serve",
+            "--model",
+            str(smollm2_path),
+            "--port",
+            str(port),
+            "--n-ctx",
+            "2048",
+            "--threads",
+            "2",
+            "--draft",
+            "reference",
+            "--max-queue",
+            "16",
+            "--profile",
+            "none",
+            "--allowed-host",
+            "box.lan",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -520,11 +654,14 @@ def test_sigterm_with_requests_queued_ends_each_cleanly(smollm2_path: Path) -> N
         results: list[object] = [None] * n
 
         def client(i: int) -> None:
-            body = {"prompt": "1, 2, 3, 4, 5, 6, 7, 8,", "max_tokens": 1500, "temperature": 0,
-                    "stream": i % 2 == 1}
+            body = {
+                "prompt": "1, 2, 3, 4, 5, 6, 7, 8,",
+                "max_tokens": 1500,
+                "temperature": 0,
+                "stream": i % 2 == 1,
+            }
             try:
-                with httpx.stream("POST", f"{base}/v1/completions", json=body,
-                                  timeout=60) as r:
+                with httpx.stream("POST", f"{base}/v1/completions", json=body, timeout=60) as r:
                     results[i] = (r.status_code, r.headers.get("content-type", ""), r.read())
             except BaseException as exc:  # reported below
                 results[i] = exc
@@ -549,8 +686,9 @@ def test_sigterm_with_requests_queued_ends_each_cleanly(smollm2_path: Path) -> N
             proc.wait()
     grace = ServerSettings.shutdown_grace_s
     assert took < grace + 3, (f"exited {took:.1f} s after SIGTERM (grace {grace} s)", log, results)
-    assert "Traceback" not in log and "CancelledError" not in log and \
-        "Exception in ASGI" not in log, log
+    assert (
+        "Traceback" not in log and "CancelledError" not in log and "Exception in ASGI" not in log
+    ), log
     finished = cancelled = 0
     for res in results:
         assert isinstance(res, tuple), res
@@ -563,8 +701,7 @@ def test_sigterm_with_requests_queued_ends_each_cleanly(smollm2_path: Path) -> N
             cancelled += 1
         elif ctype.startswith("text/event-stream"):
             assert status == 200 and text.endswith("data: [DONE]\n\n"), text[-300:]
-            events = [json.loads(ln[6:]) for ln in text.splitlines()
-                      if ln.startswith("data: {")]
+            events = [json.loads(ln[6:]) for ln in text.splitlines() if ln.startswith("data: {")]
             last = events[-1]
             if "error" in last:
                 assert last["error"]["code"] == "cancelled", last

@@ -37,8 +37,10 @@ def _deep(n: int) -> str:
     return '{"messages": ' + "[" * n + "]" * n + "}"
 
 
-def _start(settings: ServerSettings, engine: Engine | None = None,
-           ) -> tuple[uvicorn.Server, threading.Thread, str]:
+def _start(
+    settings: ServerSettings,
+    engine: Engine | None = None,
+) -> tuple[uvicorn.Server, threading.Thread, str]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -55,19 +57,27 @@ def _start(settings: ServerSettings, engine: Engine | None = None,
 
 
 def _engine() -> Engine:
-    return Engine(FakeRuntime(follow="def f(x):\n    return x\n", n_ctx=512), None,
-                  EngineConfig().override(kind="reference"))
+    return Engine(
+        FakeRuntime(follow="def f(x):\n    return x\n", n_ctx=512),
+        None,
+        EngineConfig().override(kind="reference"),
+    )
 
 
 @pytest.fixture(scope="module")
 def srv() -> Iterator[SimpleNamespace]:
-    settings = ServerSettings(max_queue=4, allowed_origins=("vscode-webview://*",),
-                              header_timeout_s=STALL_S, body_timeout_s=STALL_S)
+    settings = ServerSettings(
+        max_queue=4,
+        allowed_origins=("vscode-webview://*",),
+        header_timeout_s=STALL_S,
+        body_timeout_s=STALL_S,
+    )
     engine = _engine()
     server, thread, base = _start(settings, engine)
     try:
-        yield SimpleNamespace(base=base, port=int(base.rsplit(":", 1)[1]), settings=settings,
-                              engine=engine)
+        yield SimpleNamespace(
+            base=base, port=int(base.rsplit(":", 1)[1]), settings=settings, engine=engine
+        )
     finally:
         server.should_exit = True
         thread.join(10)
@@ -75,48 +85,157 @@ def srv() -> Iterator[SimpleNamespace]:
 
 # id, method, path, headers, body, status, code
 PROBES = [
-    ("text/plain body", "POST", "/v1/chat/completions", {"content-type": "text/plain"}, CHAT,
-     415, "unsupported_media_type"),
-    ("form body", "POST", "/v1/apply", {"content-type": "application/x-www-form-urlencoded"},
-     "original=a&update=b", 415, "unsupported_media_type"),
-    ("no content type", "POST", "/v1/completions", {}, '{"prompt": "x"}', 415,
-     "unsupported_media_type"),
-    ("multipart", "POST", "/v1/chat/completions",
-     {"content-type": "multipart/form-data; boundary=x"}, "--x--", 415, "unsupported_media_type"),
-    ("rebinding Host", "POST", "/v1/chat/completions", {**JSON, "host": "evil.example:8080"},
-     CHAT, 403, "host_not_allowed"),
-    ("rebinding Host, GET", "GET", "/v1/models", {"host": "attacker.example"}, None, 403,
-     "host_not_allowed"),
-    ("rebinding Host, health", "GET", "/health", {"host": "127.0.0.1.evil.example"}, None, 403,
-     "host_not_allowed"),
-    ("foreign Origin", "POST", "/v1/chat/completions", {**JSON, "origin": "https://evil.example"},
-     CHAT, 403, "origin_not_allowed"),
-    ("null Origin", "POST", "/v1/apply", {**JSON, "origin": "null"},
-     '{"original": "a", "update": "b"}', 403, "origin_not_allowed"),
-    ("foreign Origin, simple POST", "POST", "/v1/completions",
-     {"content-type": "text/plain", "origin": "http://evil.example"}, '{"prompt": "x"}', 403,
-     "origin_not_allowed"),
-    ("foreign Origin, preflight", "OPTIONS", "/v1/chat/completions",
-     {"origin": "https://evil.example", "access-control-request-method": "POST"}, None, 403,
-     "origin_not_allowed"),
-    ("nested 1000 lists", "POST", "/v1/chat/completions", JSON, _deep(1000), 400,
-     "invalid_json"),
-    ("nested 100000 lists", "POST", "/v1/chat/completions", JSON, _deep(100_000), 400,
-     "invalid_json"),
-    ("nested 1000 objects", "POST", "/v1/apply", JSON, '{"a": ' * 1000 + "1" + "}" * 1000, 400,
-     "invalid_json"),
-    ("nested past the depth limit", "POST", "/v1/completions", JSON, _deep(80), 400,
-     "invalid_json"),
+    (
+        "text/plain body",
+        "POST",
+        "/v1/chat/completions",
+        {"content-type": "text/plain"},
+        CHAT,
+        415,
+        "unsupported_media_type",
+    ),
+    (
+        "form body",
+        "POST",
+        "/v1/apply",
+        {"content-type": "application/x-www-form-urlencoded"},
+        "original=a&update=b",
+        415,
+        "unsupported_media_type",
+    ),
+    (
+        "no content type",
+        "POST",
+        "/v1/completions",
+        {},
+        '{"prompt": "x"}',
+        415,
+        "unsupported_media_type",
+    ),
+    (
+        "multipart",
+        "POST",
+        "/v1/chat/completions",
+        {"content-type": "multipart/form-data; boundary=x"},
+        "--x--",
+        415,
+        "unsupported_media_type",
+    ),
+    (
+        "rebinding Host",
+        "POST",
+        "/v1/chat/completions",
+        {**JSON, "host": "evil.example:8080"},
+        CHAT,
+        403,
+        "host_not_allowed",
+    ),
+    (
+        "rebinding Host, GET",
+        "GET",
+        "/v1/models",
+        {"host": "attacker.example"},
+        None,
+        403,
+        "host_not_allowed",
+    ),
+    (
+        "rebinding Host, health",
+        "GET",
+        "/health",
+        {"host": "127.0.0.1.evil.example"},
+        None,
+        403,
+        "host_not_allowed",
+    ),
+    (
+        "foreign Origin",
+        "POST",
+        "/v1/chat/completions",
+        {**JSON, "origin": "https://evil.example"},
+        CHAT,
+        403,
+        "origin_not_allowed",
+    ),
+    (
+        "null Origin",
+        "POST",
+        "/v1/apply",
+        {**JSON, "origin": "null"},
+        '{"original": "a", "update": "b"}',
+        403,
+        "origin_not_allowed",
+    ),
+    (
+        "foreign Origin, simple POST",
+        "POST",
+        "/v1/completions",
+        {"content-type": "text/plain", "origin": "http://evil.example"},
+        '{"prompt": "x"}',
+        403,
+        "origin_not_allowed",
+    ),
+    (
+        "foreign Origin, preflight",
+        "OPTIONS",
+        "/v1/chat/completions",
+        {"origin": "https://evil.example", "access-control-request-method": "POST"},
+        None,
+        403,
+        "origin_not_allowed",
+    ),
+    ("nested 1000 lists", "POST", "/v1/chat/completions", JSON, _deep(1000), 400, "invalid_json"),
+    (
+        "nested 100000 lists",
+        "POST",
+        "/v1/chat/completions",
+        JSON,
+        _deep(100_000),
+        400,
+        "invalid_json",
+    ),
+    (
+        "nested 1000 objects",
+        "POST",
+        "/v1/apply",
+        JSON,
+        '{"a": ' * 1000 + "1" + "}" * 1000,
+        400,
+        "invalid_json",
+    ),
+    (
+        "nested past the depth limit",
+        "POST",
+        "/v1/completions",
+        JSON,
+        _deep(80),
+        400,
+        "invalid_json",
+    ),
     # A client that sends part of a request and stalls ("RAW": these bytes, then nothing).
     ("stalled before sending", "RAW", "", {}, b"", 408, "request_timeout"),
-    ("stalled in the request line", "RAW", "", {}, b"POST /v1/chat/compl", 408,
-     "request_timeout"),
-    ("stalled in the headers", "RAW", "", {}, HEAD + b"Content-Type: app", 408,
-     "request_timeout"),
-    ("stalled in the body", "RAW", "", {}, HEAD + b"Content-Type: application/json\r\n"
-     b"Content-Length: 100\r\n\r\n" + CHAT.encode()[:10], 408, "request_timeout"),
-    ("stalled in a chunked body", "RAW", "", {}, HEAD + b"Content-Type: application/json\r\n"
-     b"Transfer-Encoding: chunked\r\n\r\n5\r\n{\"mes\r\n", 408, "request_timeout"),
+    ("stalled in the request line", "RAW", "", {}, b"POST /v1/chat/compl", 408, "request_timeout"),
+    ("stalled in the headers", "RAW", "", {}, HEAD + b"Content-Type: app", 408, "request_timeout"),
+    (
+        "stalled in the body",
+        "RAW",
+        "",
+        {},
+        HEAD + b"Content-Type: application/json\r\n"
+        b"Content-Length: 100\r\n\r\n" + CHAT.encode()[:10],
+        408,
+        "request_timeout",
+    ),
+    (
+        "stalled in a chunked body",
+        "RAW",
+        "",
+        {},
+        HEAD + b"Content-Type: application/json\r\n"
+        b'Transfer-Encoding: chunked\r\n\r\n5\r\n{"mes\r\n',
+        408,
+        "request_timeout",
+    ),
     ("not JSON", "POST", "/v1/completions", JSON, "{nope", 400, "invalid_json"),
     ("JSON array", "POST", "/v1/apply", JSON, "[1, 2]", 400, "invalid_json"),
 ]
@@ -135,10 +254,21 @@ def _no_traceback(caplog: pytest.LogCaptureFixture) -> None:
     assert not bad, [r.getMessage() for r in bad]
 
 
-@pytest.mark.parametrize(("method", "path", "headers", "body", "status", "code"),
-                         [p[1:] for p in PROBES], ids=[p[0] for p in PROBES])
-def test_probe(srv: SimpleNamespace, caplog: pytest.LogCaptureFixture, method: str, path: str,
-               headers: dict[str, str], body: str | None, status: int, code: str) -> None:
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "body", "status", "code"),
+    [p[1:] for p in PROBES],
+    ids=[p[0] for p in PROBES],
+)
+def test_probe(
+    srv: SimpleNamespace,
+    caplog: pytest.LogCaptureFixture,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: str | None,
+    status: int,
+    code: str,
+) -> None:
     caplog.set_level(logging.INFO)
     before = _counts(srv)
     if method == "RAW":
@@ -175,7 +305,7 @@ def _stall(port: int, sent: bytes, limit: float = 30) -> httpx.Response:
     headers = dict(line.split(": ", 1) for line in lines[1:])
     if headers.get("transfer-encoding") == "chunked":
         size, _, rest = payload.partition(b"\r\n")
-        payload = rest[:int(size, 16)]
+        payload = rest[: int(size, 16)]
     return httpx.Response(int(lines[0].split()[1]), headers=headers, content=payload)
 
 
@@ -190,8 +320,10 @@ LOST = "# ... existing code ...\nvalue = compute_something_new()\n# ... existing
 def test_user_errors_are_not_failures(srv: SimpleNamespace) -> None:
     before = _counts(srv)
     for _ in range(3):
-        r = httpx.post(f"{srv.base}/v1/apply", json={"original": ORIG, "update": LOST,
-                                                     "engine": "merge", "path": "x.py"})
+        r = httpx.post(
+            f"{srv.base}/v1/apply",
+            json={"original": ORIG, "update": LOST, "engine": "merge", "path": "x.py"},
+        )
         assert r.status_code == 400, r.text
         err = r.json()["error"]
         assert err["code"] == "merge_not_exact" and err["param"] == "engine", err
@@ -205,8 +337,9 @@ def test_user_errors_are_not_failures(srv: SimpleNamespace) -> None:
     _healthy(srv)
 
 
-def test_internal_error_names_no_path(srv: SimpleNamespace, monkeypatch: pytest.MonkeyPatch,
-                                      caplog: pytest.LogCaptureFixture) -> None:
+def test_internal_error_names_no_path(
+    srv: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     def boom(*_a: object, **_k: object) -> None:
         raise OSError("cannot map /home/someone/.cache/edge-spec/models/secret.gguf")
 
@@ -238,12 +371,20 @@ def test_allowed_hosts_and_origins_pass(srv: SimpleNamespace) -> None:
         r = httpx.post(f"{srv.base}/v1/completions", json=body, headers={"origin": origin})
         assert r.status_code == 200, (origin, r.text)
         assert r.headers["access-control-allow-origin"] == origin
-        pre = httpx.options(f"{srv.base}/v1/completions", headers={
-            "origin": origin, "access-control-request-method": "POST",
-            "access-control-request-headers": "content-type, authorization"})
+        pre = httpx.options(
+            f"{srv.base}/v1/completions",
+            headers={
+                "origin": origin,
+                "access-control-request-method": "POST",
+                "access-control-request-headers": "content-type, authorization",
+            },
+        )
         assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == origin
-    r = httpx.post(f"{srv.base}/v1/completions", json=body,
-                   headers={"content-type": "application/json; charset=utf-8"})
+    r = httpx.post(
+        f"{srv.base}/v1/completions",
+        json=body,
+        headers={"content-type": "application/json; charset=utf-8"},
+    )
     assert r.status_code == 200, r.text
 
 
@@ -251,8 +392,13 @@ def test_allowed_hosts_setting() -> None:
     settings = ServerSettings(allowed_hosts=("box.lan", "*.corp.example"))
     server, thread, base = _start(settings)
     try:
-        for host, status in (("box.lan:8080", 200), ("a.corp.example", 200), ("BOX.LAN", 200),
-                             ("corp.example", 403), ("box.lan.evil.example", 403)):
+        for host, status in (
+            ("box.lan:8080", 200),
+            ("a.corp.example", 200),
+            ("BOX.LAN", 200),
+            ("corp.example", 403),
+            ("box.lan.evil.example", 403),
+        ):
             r = httpx.get(f"{base}/v1/models", headers={"host": host})
             assert r.status_code == status, (host, r.text)
     finally:
@@ -283,8 +429,9 @@ def test_connection_limit() -> None:
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["running stream", "running request"])
-def test_shutdown_past_the_deadline_ends_cleanly(stream: bool,
-                                                 caplog: pytest.LogCaptureFixture) -> None:
+def test_shutdown_past_the_deadline_ends_cleanly(
+    stream: bool, caplog: pytest.LogCaptureFixture
+) -> None:
     """An engine that ignores its cancel outlives the graceful timeout; the running request
     still ends with the documented 503 `cancelled` (a stream: an error event), the queued one
     gets it at once, and nothing logs a traceback."""
@@ -338,10 +485,10 @@ def test_shutdown_past_the_deadline_ends_cleanly(stream: bool,
 
 def test_concurrent_merges_match_single_threaded(srv: SimpleNamespace) -> None:
     """16 clients, 512 merge requests: every answer equals the same request's answer alone."""
+
     def body(i: int) -> dict:
         update = f"# ... existing code ...\n\ndef b():\n    return {100 + i}\n\n# ... existing code ...\n"
-        return {"original": ORIG + "\n\ndef c():\n    return 3\n", "update": update,
-                "path": "x.py"}
+        return {"original": ORIG + "\n\ndef c():\n    return 3\n", "update": update, "path": "x.py"}
 
     variants = 24
     alone = {}

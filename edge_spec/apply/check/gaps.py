@@ -40,8 +40,11 @@ def _places(block: Sequence[str], keys: Sequence[str]) -> list[int]:
     n = len(block)
     if not n:
         return []
-    return [i for i in range(len(keys) - n + 1)
-            if keys[i] == block[0] and list(keys[i:i + n]) == list(block)]
+    return [
+        i
+        for i in range(len(keys) - n + 1)
+        if keys[i] == block[0] and list(keys[i : i + n]) == list(block)
+    ]
 
 
 @dataclass(frozen=True)
@@ -52,8 +55,9 @@ class _Pin:
     at: int  # start of the block in the original's keys
 
 
-def _pin(run: tuple[list[str], list[int]], okeys: Sequence[str], owidths: Sequence[int],
-         tail: bool) -> _Pin | None:
+def _pin(
+    run: tuple[list[str], list[int]], okeys: Sequence[str], owidths: Sequence[int], tail: bool
+) -> _Pin | None:
     """The longest block at the run's marker side found in the original, when it is at one
     place only, indented as there, and holds an identifying line."""
     keys, widths = run
@@ -70,8 +74,8 @@ def _pin(run: tuple[list[str], list[int]], okeys: Sequence[str], owidths: Sequen
     # One identifying line ending a longer run may be a rewritten block's coincidental tail.
     if sum(map(is_distinctive, block)) < (1 if len(block) == len(keys) else 2):
         return None
-    mine = widths[-len(block):] if tail else widths[:len(block)]
-    if not _same_shape(mine, owidths[at:at + len(block)]):
+    mine = widths[-len(block) :] if tail else widths[: len(block)]
+    if not _same_shape(mine, owidths[at : at + len(block)]):
         return None
     return _Pin(block, at)
 
@@ -102,39 +106,44 @@ def _moved(okeys: Sequence[str], lo: int, hi: int | None, shown: set[str]) -> bo
     return any(k in shown and k in once and is_distinctive(k) for k in okeys[lo:hi])
 
 
-def _kept_after(akeys: Sequence[str], okeys: Sequence[str], pin: _Pin,
-                until: tuple[str, ...] | None, exact_end: int | None) -> bool:
+def _kept_after(
+    akeys: Sequence[str],
+    okeys: Sequence[str],
+    pin: _Pin,
+    until: tuple[str, ...] | None,
+    exact_end: int | None,
+) -> bool:
     """Whether some place of the pin's block in the answer goes on as the original does."""
     n, i = len(pin.block), pin.at + len(pin.block)
     for a in _places(pin.block, akeys):
-        rest = akeys[a + n:]
+        rest = akeys[a + n :]
         if exact_end is not None:
             want = list(okeys[i:exact_end])
-            if rest[:len(want)] == want and (until is None or
-                                             tuple(rest[len(want):len(want) + len(until)]) == until):
+            if rest[: len(want)] == want and (
+                until is None or tuple(rest[len(want) : len(want) + len(until)]) == until
+            ):
                 return True
             continue
         stop = next((k for k, key in enumerate(rest) if until and key == until[0]), len(rest))
         # A marker stands for some code: at least its first line stays.
-        if (stop or i == len(okeys)) and list(rest[:stop]) == list(okeys[i:i + stop]):
+        if (stop or i == len(okeys)) and list(rest[:stop]) == list(okeys[i : i + stop]):
             return True
     return False
 
 
-def _kept_before(akeys: Sequence[str], okeys: Sequence[str], pin: _Pin,
-                 since: str | None) -> bool:
+def _kept_before(akeys: Sequence[str], okeys: Sequence[str], pin: _Pin, since: str | None) -> bool:
     """Mirror of `_kept_after` for the block after a marker: what precedes it is the
     original's, back to the last line of the run before the marker (`since`; None: the file's
     start, so all of it)."""
     for a in _places(pin.block, akeys):
         head = akeys[:a]
         if since is None:
-            if list(head) == list(okeys[:pin.at]):
+            if list(head) == list(okeys[: pin.at]):
                 return True
             continue
         start = next((k + 1 for k in range(len(head) - 1, -1, -1) if head[k] == since), 0)
         got = list(head[start:])
-        if (got or not pin.at) and got == list(okeys[pin.at - len(got):pin.at]):
+        if (got or not pin.at) and got == list(okeys[pin.at - len(got) : pin.at]):
             return True
     return False
 
@@ -159,13 +168,18 @@ def marker_gaps(original: str, snippet: str, answer: str, language: str) -> list
             end = right.at if both and right else (len(okeys) if after is None else None)
             until = right.block if both and right else (tuple(after[0][:1]) if after else None)
             lo = left.at + len(left.block)
-            if not _moved(okeys, lo, end, shown) and not _kept_after(akeys, okeys, left, until,
-                                                                     end):
-                out.append(f"the original lines after {left.block[-1][:50]!r} are not kept "
-                           "where the snippet's marker says they stay")
+            if not _moved(okeys, lo, end, shown) and not _kept_after(
+                akeys, okeys, left, until, end
+            ):
+                out.append(
+                    f"the original lines after {left.block[-1][:50]!r} are not kept "
+                    "where the snippet's marker says they stay"
+                )
                 continue
         if right is not None and not both and not _moved(okeys, 0, right.at, shown):
             if not _kept_before(akeys, okeys, right, before[0][-1] if before else None):
-                out.append(f"the original lines before {right.block[0][:50]!r} are not kept "
-                           "where the snippet's marker says they stay")
+                out.append(
+                    f"the original lines before {right.block[0][:50]!r} are not kept "
+                    "where the snippet's marker says they stay"
+                )
     return out

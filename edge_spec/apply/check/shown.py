@@ -89,8 +89,12 @@ def _side_ok(snip: _Snippet, q: int, ref: int, neighbour: str, width: int) -> bo
         return neighbour == _EDGE
     if snip.keys[q] != _MARK:
         return snip.keys[q] == neighbour
-    return (neighbour != _EDGE and 0 <= ref < len(snip.keys) and snip.keys[ref] != _MARK
-            and width <= snip.floor[ref])
+    return (
+        neighbour != _EDGE
+        and 0 <= ref < len(snip.keys)
+        and snip.keys[ref] != _MARK
+        and width <= snip.floor[ref]
+    )
 
 
 def _head(key: str) -> str:
@@ -99,8 +103,13 @@ def _head(key: str) -> str:
     return re.split(r"[(\[{:=<]", key, maxsplit=1)[0].strip()
 
 
-def _shown(snip: _Snippet, new: Sequence[str], left: tuple[str, int],
-           right: tuple[str, int], removed: str | None) -> bool:
+def _shown(
+    snip: _Snippet,
+    new: Sequence[str],
+    left: tuple[str, int],
+    right: tuple[str, int],
+    removed: str | None,
+) -> bool:
     """Whether the block (new lines between the answer's neighbours, replacing original lines
     from `removed` on, if any) stands in the snippet."""
     n, seq = len(new), snip.keys
@@ -109,13 +118,14 @@ def _shown(snip: _Snippet, new: Sequence[str], left: tuple[str, int],
     head = _head(new[0]) if n and removed is not None else ""
     by_name = bool(head) and head == _head(removed or "")
     for p in range(len(seq) - n + 1):
-        if list(seq[p:p + n]) != list(new):
+        if list(seq[p : p + n]) != list(new):
             continue
         if removed is not None:
             # A marker beside a deletion shows nothing: only a rewritten run may end at one.
             ref_l, ref_r = (p, p + n - 1) if n else (-1, -1)
             left_ok = _side_ok(snip, p - 1, ref_l, *left) or (
-                by_name and p > 0 and seq[p - 1] == _MARK and snip.widths[p] == snip.floor[p])
+                by_name and p > 0 and seq[p - 1] == _MARK and snip.widths[p] == snip.floor[p]
+            )
             if left_ok and _side_ok(snip, p + n, ref_r, *right):
                 return True
         elif (p > 0 and seq[p - 1] == left[0]) or (p + n < len(seq) and seq[p + n] == right[0]):
@@ -132,8 +142,10 @@ def _broken_pairs(snip: _Snippet, akeys: Sequence[str]) -> list[str]:
     for j in range(len(snip.keys) - 1):
         a, b = snip.keys[j], snip.keys[j + 1]
         if _MARK not in (a, b) and (a, b) not in pairs:
-            out.append(f"snippet lines {snip.lines[j] + 1} and {snip.lines[j + 1] + 1} are next "
-                       "to each other in the snippet but not in the answer")
+            out.append(
+                f"snippet lines {snip.lines[j] + 1} and {snip.lines[j + 1] + 1} are next "
+                "to each other in the snippet but not in the answer"
+            )
     return out
 
 
@@ -149,8 +161,7 @@ def _in_exact_hunk(merge: MergeResult, a: int, b: int) -> bool:
     return False
 
 
-def unshown_changes(original: str, snippet: str, answer: str,
-                    merge: MergeResult) -> list[str]:
+def unshown_changes(original: str, snippet: str, answer: str, merge: MergeResult) -> list[str]:
     """One finding per block of the answer's changes that neither the snippet nor an exact
     hunk of the merge explains, and per pair of snippet lines the answer pulls apart."""
     olines = original.replace("\r\n", "\n").split("\n")
@@ -174,10 +185,14 @@ def unshown_changes(original: str, snippet: str, answer: str,
         if all(k in plain for k in new) and _in_exact_hunk(merge, a, b):
             continue
         at = aat[j1] + 1 if j1 < j2 else (aat[j1 - 1] + 1 if j1 else 0)
-        out.append({"delete": f"after answer line {at}: original lines {a + 1}-{b} dropped "
-                              "outside the edited regions (the snippet shows no deletion there)",
-                    "insert": f"answer line {at}: lines added outside the edited regions (the "
-                              "snippet does not show them there)",
-                    "replace": f"answer line {at}: original lines {a + 1}-{b} changed outside "
-                               "the edited regions (the snippet does not show this change)"}[op])
+        out.append(
+            {
+                "delete": f"after answer line {at}: original lines {a + 1}-{b} dropped "
+                "outside the edited regions (the snippet shows no deletion there)",
+                "insert": f"answer line {at}: lines added outside the edited regions (the "
+                "snippet does not show them there)",
+                "replace": f"answer line {at}: original lines {a + 1}-{b} changed outside "
+                "the edited regions (the snippet does not show this change)",
+            }[op]
+        )
     return out + _broken_pairs(snip, akeys)

@@ -39,8 +39,15 @@ def merge_of(original: str, update: str, lang: str = "", path: str | None = None
 def merged_result(merge: MergeResult) -> ApplyResult:
     """An apply answered by the structural merge alone: no model ran."""
     stats = Stats(draft="none", finish_reason="stop")  # complete; `engine` says who wrote it
-    return ApplyResult(text=merge.text, raw=merge.text, stats=stats, template="",
-                       engine="merge", verdicts=verdicts(merge), language=merge.language)
+    return ApplyResult(
+        text=merge.text,
+        raw=merge.text,
+        stats=stats,
+        template="",
+        engine="merge",
+        verdicts=verdicts(merge),
+        language=merge.language,
+    )
 
 
 def not_exact_error(merge: MergeResult) -> UserError:
@@ -49,12 +56,15 @@ def not_exact_error(merge: MergeResult) -> UserError:
         return UserError("the snippet has no code to merge: pass an edit snippet")
     h = next(h for h in merge.hunks if h.status != "exact")
     a, b = h.snippet_span
-    return UserError(f"hunk {h.index + 1} (snippet lines {a}-{b}) is {h.status}: {h.reason}; "
-                     "use --engine auto or model to let the model write the file")
+    return UserError(
+        f"hunk {h.index + 1} (snippet lines {a}-{b}) is {h.status}: {h.reason}; "
+        "use --engine auto or model to let the model write the file"
+    )
 
 
-def answer_problems(original: str, update: str, answer: str,
-                    merge: MergeResult | None, confirmed: bool = False) -> list[str]:
+def answer_problems(
+    original: str, update: str, answer: str, merge: MergeResult | None, confirmed: bool = False
+) -> list[str]:
     """What is wrong with a model's merged file, as one-line findings (empty: looks right).
 
     `confirmed`: the target chose the answer among the placements the snippet allows, so an
@@ -65,7 +75,11 @@ def answer_problems(original: str, update: str, answer: str,
         problems += unshown_changes(original, update, answer, merge)
         problems += marker_gaps(original, update, answer, merge.language)
         problems += _parse_problems(original, answer, merge.language)
-        if not merge.exact and not confirmed and ans == merge.text.replace("\r\n", "\n").splitlines():
+        if (
+            not merge.exact
+            and not confirmed
+            and ans == merge.text.replace("\r\n", "\n").splitlines()
+        ):
             problems += [unsure_guess("the answer", merge, range(len(merge.hunks)))]
         elif merge.exact:
             problems += _off_the_sure_merge(ans, merge.text.replace("\r\n", "\n").splitlines())
@@ -77,8 +91,10 @@ def unsure_guess(what: str, merge: MergeResult, hunks: Sequence[int]) -> str:
     model confirmed nothing (it drafts from that text), so its answer is no surer."""
     doubts = [merge.hunks[i] for i in hunks if merge.hunks[i].status != "exact"]
     first = doubts[0] if doubts else merge.hunks[0]
-    return (f"{what} is the structural merge's own guess, which is not sure of hunk "
-            f"{first.index + 1} ({first.reason})")
+    return (
+        f"{what} is the structural merge's own guess, which is not sure of hunk "
+        f"{first.index + 1} ({first.reason})"
+    )
 
 
 def _off_the_sure_merge(answer: Sequence[str], merged: Sequence[str]) -> list[str]:
@@ -86,10 +102,14 @@ def _off_the_sure_merge(answer: Sequence[str], merged: Sequence[str]) -> list[st
     a, m = _trimmed(answer), _trimmed(merged)
     if a == m:
         return []
-    at = next((i for i, (x, y) in enumerate(zip(a, m, strict=False)) if x != y), min(len(a), len(m)))
+    at = next(
+        (i for i, (x, y) in enumerate(zip(a, m, strict=False)) if x != y), min(len(a), len(m))
+    )
     got = a[at].strip()[:60] if at < len(a) else "the end of the file"
-    return [f"the answer parts from the structural merge, which placed every hunk for sure, at "
-            f"line {at + 1}: {got!r}"]
+    return [
+        f"the answer parts from the structural merge, which placed every hunk for sure, at "
+        f"line {at + 1}: {got!r}"
+    ]
 
 
 def _trimmed(lines: Sequence[str]) -> list[str]:

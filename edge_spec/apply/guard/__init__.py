@@ -11,5 +11,14 @@ from edge_spec.apply.guard.build import (
 )
 from edge_spec.apply.guard.lines import LineContext, LineGuard, last_line, line_context
 
-__all__ = ["LineContext", "LineGuard", "apply_guard", "context_pairs", "hunk_follows",
-           "indentations", "last_line", "line_context", "lines_guard"]
+__all__ = [
+    "LineContext",
+    "LineGuard",
+    "apply_guard",
+    "context_pairs",
+    "hunk_follows",
+    "indentations",
+    "last_line",
+    "line_context",
+    "lines_guard",
+]

@@ -32,8 +32,19 @@ from edge_spec.apply.merge import MergeResult
 _LEADERS = ("#", "//", "/*", "<!--", "--", ";", "%", "{/*")
 _ELLIPSIS = r"(?:\.\.\.|…)"
 # Words that, right after a bare ellipsis, make the line an elision marker.
-_WORDS = ("existing", "rest", "remaining", "unchanged", "previous", "other", "omitted", "same",
-          "keep", "more", "original")
+_WORDS = (
+    "existing",
+    "rest",
+    "remaining",
+    "unchanged",
+    "previous",
+    "other",
+    "omitted",
+    "same",
+    "keep",
+    "more",
+    "original",
+)
 
 
 # A comment whose first word is one of `_RUNS`, or one of `_STEMS` (then a non-letter:
@@ -43,11 +54,38 @@ _STEMS = ("rest", "remainder", "snip", "snipped", "the rest")
 # Words no English word extends, so they count even run into the next one (`#_existingcode`).
 _RUNS = ("existing", "remaining", "unchanged", "unmodified", "omitted", "elided", "truncated")
 _ELIDED = ("previous", "original", "other", "more")
-_WHAT = ("code", "implementation", "implementations", "content", "contents", "methods",
-         "functions", "logic", "lines", "definitions", "imports", "tests", "file", "class",
-         "classes", "body", "fields", "properties", "routes", "handlers", "helpers", "exports",
-         "declarations", "statements", "types", "config", "configuration", "setup", "module",
-         "components")
+_WHAT = (
+    "code",
+    "implementation",
+    "implementations",
+    "content",
+    "contents",
+    "methods",
+    "functions",
+    "logic",
+    "lines",
+    "definitions",
+    "imports",
+    "tests",
+    "file",
+    "class",
+    "classes",
+    "body",
+    "fields",
+    "properties",
+    "routes",
+    "handlers",
+    "helpers",
+    "exports",
+    "declarations",
+    "statements",
+    "types",
+    "config",
+    "configuration",
+    "setup",
+    "module",
+    "components",
+)
 
 
 def _alt(items: tuple[str, ...] | list[str]) -> str:
@@ -71,11 +109,27 @@ _DRESS = r"[\s_`'\"*:\-#/]*"
 # next one may extend (`# rest` + `ore`). The separators are listed, not "any non-letter", so
 # that a banned start holds only characters of the guard's alphabet.
 _AFTER = r"(?=[\s_.,:;!?\-…`'\"*/()\[\]{}])"
-_FIRST = (_alt(_RUNS) + "|" + _spaced(_alt(_STEMS)) + _AFTER + "|" + _alt(_ELIDED) + r"\s+"
-          + _alt(_WHAT) + r"\b")
+_FIRST = (
+    _alt(_RUNS)
+    + "|"
+    + _spaced(_alt(_STEMS))
+    + _AFTER
+    + "|"
+    + _alt(_ELIDED)
+    + r"\s+"
+    + _alt(_WHAT)
+    + r"\b"
+)
 _WORDED = re.compile(r"\s*" + _alt(_LEADERS) + _DRESS + "(?i:" + _FIRST + ")")
-_FIRST_START = (_spaced(_alt(_prefixes(_STEMS + _RUNS))) + "|" + _alt(_prefixes(_ELIDED)) + "|"
-                + _alt(_ELIDED) + r"\s+" + _alt(_prefixes(_WHAT)))
+_FIRST_START = (
+    _spaced(_alt(_prefixes(_STEMS + _RUNS)))
+    + "|"
+    + _alt(_prefixes(_ELIDED))
+    + "|"
+    + _alt(_ELIDED)
+    + r"\s+"
+    + _alt(_prefixes(_WHAT))
+)
 _WORDED_START = _alt(_prefixes(_LEADERS)) + "(?:" + _DRESS + "(?i:" + _FIRST_START + ")?)?"
 
 
@@ -85,14 +139,22 @@ _GUARDS: dict[tuple[str, int, str, str], LineGuard] = {}
 _MAX_GUARDS = 8
 
 
-def apply_guard(original: str, token_text: Callable[[int], str], n_vocab: int,
-                vocab_key: str = "", markers: Sequence[str] = ()) -> LineGuard:
+def apply_guard(
+    original: str,
+    token_text: Callable[[int], str],
+    n_vocab: int,
+    vocab_key: str = "",
+    markers: Sequence[str] = (),
+) -> LineGuard:
     """The guard for one apply request: marker forms the original has are allowed; `markers`
     (the snippet's marker lines, stripped) are banned unless the original has them."""
     lines = [ln.strip() for ln in original.splitlines()]
     own = sorted(set(m for m in markers if m) - set(lines))
-    leaders = [ld for ld in _LEADERS
-               if not any(re.match(re.escape(ld) + _DRESS + _ELLIPSIS, ln) for ln in lines)]
+    leaders = [
+        ld
+        for ld in _LEADERS
+        if not any(re.match(re.escape(ld) + _DRESS + _ELLIPSIS, ln) for ln in lines)
+    ]
     bare = not any(re.match(_ELLIPSIS + r"\s+" + _alt(_WORDS), ln) for ln in lines)
     worded = not any(_WORDED.match(ln) for ln in lines)
     forms = []
@@ -123,8 +185,9 @@ def apply_guard(original: str, token_text: Callable[[int], str], n_vocab: int,
     guard = _GUARDS.get(key) if vocab_key else None
     if guard is None:
         words = "".join(_WORDS + _STEMS + _RUNS + _ELIDED + _WHAT)
-        alphabet = frozenset("".join(_LEADERS) + ".…_`'\"*:-#/,;!?()[]{}" + words + words.upper()
-                             + "".join(own))
+        alphabet = frozenset(
+            "".join(_LEADERS) + ".…_`'\"*:-#/,;!?()[]{}" + words + words.upper() + "".join(own)
+        )
         guard = LineGuard(token_text, n_vocab, forbidden, risky, alphabet)
         if vocab_key:
             if len(_GUARDS) >= _MAX_GUARDS:
@@ -136,11 +199,17 @@ def apply_guard(original: str, token_text: Callable[[int], str], n_vocab: int,
 _INDEXES: dict[tuple[str, int], VocabIndex] = {}
 
 
-def lines_guard(original: str, snippet: Sequence[tuple[str, bool]], stop: Sequence[str],
-                token_bytes: Callable[[int], bytes], n_vocab: int,
-                vocab_key: str = "", order: bool = True,
-                aligned: Iterable[tuple[int, int]] = (),
-                follows: Iterable[tuple[int, bytes, int]] = ()) -> LineSet:
+def lines_guard(
+    original: str,
+    snippet: Sequence[tuple[str, bool]],
+    stop: Sequence[str],
+    token_bytes: Callable[[int], bytes],
+    n_vocab: int,
+    vocab_key: str = "",
+    order: bool = True,
+    aligned: Iterable[tuple[int, int]] = (),
+    follows: Iterable[tuple[int, bytes, int]] = (),
+) -> LineSet:
     """The guard that keeps the answer to lines of the original and of the snippet (`snippet`:
     its lines, each with whether it is a marker; markers are never allowed), and lets it end
     (the closing fence of `stop`, or the end of text) only after the last line of either: a
@@ -160,31 +229,47 @@ def lines_guard(original: str, snippet: Sequence[tuple[str, bool]], stop: Sequen
     shown = [ln for ln, marker in snippet if not marker]
     own = [*original.split("\n"), *shown]
     ends = [ln for s in stop for ln in s.split("\n")]
-    tails = [next((ln for ln in reversed(x) if ln.strip()), "") for x in (original.split("\n"),
-                                                                       shown)]
-    keep = LineOrder((ln.encode("utf-8") for ln in original.split("\n")),
-                     ((ln.encode("utf-8"), marker) for ln, marker in snippet),
-                     aligned, follows) if order else None
+    tails = [
+        next((ln for ln in reversed(x) if ln.strip()), "") for x in (original.split("\n"), shown)
+    ]
+    keep = (
+        LineOrder(
+            (ln.encode("utf-8") for ln in original.split("\n")),
+            ((ln.encode("utf-8"), marker) for ln, marker in snippet),
+            aligned,
+            follows,
+        )
+        if order
+        else None
+    )
     spill = max(_blank_run(original), _blank_run("\n".join(ln for ln, _ in snippet)))
-    return LineSet(index, (t.encode("utf-8") for t in own),
-                   (t.encode("utf-8") for t in ends), (t.encode("utf-8") for t in tails), keep,
-                   spill, indentations(original.split("\n"), shown, ends) if order else None)
+    return LineSet(
+        index,
+        (t.encode("utf-8") for t in own),
+        (t.encode("utf-8") for t in ends),
+        (t.encode("utf-8") for t in tails),
+        keep,
+        spill,
+        indentations(original.split("\n"), shown, ends) if order else None,
+    )
 
 
-def indentations(original: Sequence[str], shown: Sequence[str],
-             ends: Sequence[str]) -> dict[bytes, set[bytes]] | None:
+def indentations(
+    original: Sequence[str], shown: Sequence[str], ends: Sequence[str]
+) -> dict[bytes, set[bytes]] | None:
     """Each line's indentations in the two texts, which a merged file keeps: a copied line
     as the original has it, a snippet line as the snippet does, the closing fence as the stop
     string has it (an indented fence stops nothing). None (indentation free) when
     the snippet shows a line of the original at an indentation the original never gives it:
     the snippet was re-indented, so its new lines' own indentation is not theirs in the file."""
+
     def table(lines: Sequence[str]) -> dict[bytes, set[bytes]]:
         out: dict[bytes, set[bytes]] = {}
         for ln in lines:
             raw = ln.encode("utf-8")
             key = raw.strip(b" \t")
             if key:
-                out.setdefault(key, set()).add(raw[:len(raw) - len(raw.lstrip(b" \t"))])
+                out.setdefault(key, set()).add(raw[: len(raw) - len(raw.lstrip(b" \t"))])
         return out
 
     orig, snip = table(original), table(shown)
@@ -247,7 +332,7 @@ def context_pairs(original: str, update: str, merge: MergeResult | None) -> list
         if hunk.status != "exact" or hunk.original_span is None:
             continue
         (a, b), (lo, hi) = hunk.snippet_span, hunk.original_span
-        mine = [ln.strip() for ln in ulines[a - 1:b]]
+        mine = [ln.strip() for ln in ulines[a - 1 : b]]
         theirs = [ln.strip() for ln in olines[lo:hi]]
         out.extend((lo + i, a - 1 + j) for i, j in _matches(theirs, mine) if theirs[i])
     return out
@@ -262,11 +347,10 @@ def _matches(theirs: list[str], mine: list[str]) -> list[tuple[int, int]]:
     while head < min(len(theirs), len(mine)) and theirs[head] == mine[head]:
         head += 1
     tail = 0
-    while (tail < min(len(theirs), len(mine)) - head
-           and theirs[-1 - tail] == mine[-1 - tail]):
+    while tail < min(len(theirs), len(mine)) - head and theirs[-1 - tail] == mine[-1 - tail]:
         tail += 1
     pairs = [(i, i) for i in range(head)]
-    mid_t, mid_m = theirs[head:len(theirs) - tail], mine[head:len(mine) - tail]
+    mid_t, mid_m = theirs[head : len(theirs) - tail], mine[head : len(mine) - tail]
     for i, j, n in SequenceMatcher(None, mid_t, mid_m, autojunk=False).get_matching_blocks():
         pairs.extend((head + i + d, head + j + d) for d in range(n))
     pairs.extend((len(theirs) - 1 - d, len(mine) - 1 - d) for d in range(tail))

@@ -35,8 +35,14 @@ class LineGuard(LineContext):
     token, which one shared set covers.
     """
 
-    def __init__(self, token_text: Callable[[int], str], n_vocab: int, forbidden: re.Pattern[str],
-                 risky: re.Pattern[str], alphabet: frozenset[str] | None = None) -> None:
+    def __init__(
+        self,
+        token_text: Callable[[int], str],
+        n_vocab: int,
+        forbidden: re.Pattern[str],
+        risky: re.Pattern[str],
+        alphabet: frozenset[str] | None = None,
+    ) -> None:
         self._text = token_text
         # The characters (besides whitespace) a forbidden start can contain, when known: tokens
         # opening with any other character are not checked against a new line prefix.
@@ -63,10 +69,15 @@ class LineGuard(LineContext):
             groups: dict[str, dict[str, list[int]]] = {}
             for tid, text in enumerate(self._all_texts()):
                 groups.setdefault(text[:1], {}).setdefault(text[:2], []).append(tid)
-            self._by_start = [(c, [t for ids in sub.values() for t in ids],
-                               [(two, ids) for two, ids in sub.items()
-                                if len(two) < 2 or self._may(two[1])])
-                              for c, sub in groups.items() if self._may(c)]
+            self._by_start = [
+                (
+                    c,
+                    [t for ids in sub.values() for t in ids],
+                    [(two, ids) for two, ids in sub.items() if len(two) < 2 or self._may(two[1])],
+                )
+                for c, sub in groups.items()
+                if self._may(c)
+            ]
         return self._by_start
 
     def _may(self, char: str) -> bool:
@@ -101,8 +112,11 @@ class LineGuard(LineContext):
         bad = self._forbidden.match
         texts = self._all_texts()
         if key == "\n":
-            out = [tid for tid, text in enumerate(texts)
-                   if "\n" in text and any(bad(seg) for seg in text.split("\n")[1:])]
+            out = [
+                tid
+                for tid, text in enumerate(texts)
+                if "\n" in text and any(bad(seg) for seg in text.split("\n")[1:])
+            ]
             return np.asarray(out, dtype=np.int64) if out else _NONE
         if bad(key):  # only reachable when the line already is a bad start
             ids = list(range(self._n))
@@ -116,15 +130,17 @@ class LineGuard(LineContext):
                     ids.extend(group)
                 elif self._risky.fullmatch((key + c).lstrip()):
                     ids.extend(t for two, g in pairs if self._open(key + two) for t in g)
-        out = sorted({tid for tid in ids if bad(key + texts[tid].split("\n", 1)[0])}
-                     | set(self._shared().tolist()))
+        out = sorted(
+            {tid for tid in ids if bad(key + texts[tid].split("\n", 1)[0])}
+            | set(self._shared().tolist())
+        )
         return np.asarray(out, dtype=np.int64) if out else _NONE
 
 
 def last_line(text: bytes) -> bytes:
     """The bytes after the last newline."""
     cut = text.rfind(b"\n")
-    return text if cut < 0 else text[cut + 1:]
+    return text if cut < 0 else text[cut + 1 :]
 
 
 def line_context(text: bytes) -> bytes:

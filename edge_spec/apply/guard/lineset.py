@@ -62,10 +62,16 @@ class LineSet:
     where no rule can stop it ends there (or writes a line) instead of running to the token
     budget on blanks."""
 
-    def __init__(self, index: VocabIndex, lines: Iterable[bytes], ends: Iterable[bytes] = (),
-                 tails: Iterable[bytes] = (), order: LineOrder | None = None,
-                 spill: int | None = None,
-                 indents: Mapping[bytes, Iterable[bytes]] | None = None) -> None:
+    def __init__(
+        self,
+        index: VocabIndex,
+        lines: Iterable[bytes],
+        ends: Iterable[bytes] = (),
+        tails: Iterable[bytes] = (),
+        order: LineOrder | None = None,
+        spill: int | None = None,
+        indents: Mapping[bytes, Iterable[bytes]] | None = None,
+    ) -> None:
         self._ix = index
         # Line (stripped) -> the indentations it may have (a line not named: any).
         self._ind = None if indents is None else {k: frozenset(v) for k, v in indents.items()}
@@ -75,8 +81,11 @@ class LineSet:
         lines = list(lines)
         # With `spill`, indentation past the texts' deepest (and some slack for a re-indented
         # block) is a model writing blanks instead of a line it may not write: no more of them.
-        self._indent = 1 << 30 if spill is None else max(
-            (len(ln) - len(ln.lstrip(_WS)) for ln in lines), default=0) + 8
+        self._indent = (
+            1 << 30
+            if spill is None
+            else max((len(ln) - len(ln.lstrip(_WS)) for ln in lines), default=0) + 8
+        )
         # A blank line is empty unless the texts have blank lines with blanks on them.
         self._blank_pad = spill is None or any(ln and not ln.strip(_WS) for ln in lines)
         body = _forms(lines)
@@ -85,21 +94,30 @@ class LineSet:
         self._sets = (body, body | _forms(ends))
         self._sorted = tuple(sorted(x) for x in self._sets)
         self._stripped = tuple(frozenset(x.strip(_WS) for x in s) for s in self._sets)
-        self._indent_cache: dict[tuple[bool, frozenset[bytes], OrderState | None, int],
-                                 frozenset[bytes] | None] = {}
+        self._indent_cache: dict[
+            tuple[bool, frozenset[bytes], OrderState | None, int], frozenset[bytes] | None
+        ] = {}
         # Line -> every beginning of an indentation it may have.
-        self._prefixes = {k: frozenset(a[:i] for a in v for i in range(len(a) + 1))
-                          for k, v in (self._ind or {}).items()}
+        self._prefixes = {
+            k: frozenset(a[:i] for a in v for i in range(len(a) + 1))
+            for k, v in (self._ind or {}).items()
+        }
         self._tails = _forms(tails)
         self._tail_keys = frozenset(t.strip(_WS) for t in self._tails)
-        self._cache: dict[tuple[bool, bytes, frozenset[bytes], OrderState | None, int, int,
-                                bytes | None], RowBan] = {}
+        self._cache: dict[
+            tuple[bool, bytes, frozenset[bytes], OrderState | None, int, int, bytes | None], RowBan
+        ] = {}
         self._ends, self._rests = index.ends, index.rests
         # At a line's start, per regime: the newline tokens whose first segment may be written
         # there (blank, or an allowed line), split into those with only blanks after it.
-        self._heads = tuple([(head, *index.heads[head]) for head in index.heads
-                             if not head.strip(_WS) or head in self._sets[regime]]
-                            for regime in (False, True))
+        self._heads = tuple(
+            [
+                (head, *index.heads[head])
+                for head in index.heads
+                if not head.strip(_WS) or head in self._sets[regime]
+            ]
+            for regime in (False, True)
+        )
         self._from: dict[tuple[bytes, bool], list[bytes]] = {}
         self._dead: dict[tuple[frozenset[bytes], OrderState], bool] = {}
         # Blank counts a dead-end check tries: a reading needs at most the texts' longest
@@ -114,8 +132,7 @@ class LineSet:
     def advance(self, state: LineState, piece: bytes) -> LineState:
         """The state after `piece`; a line it completes counts as written."""
         if b"\n" not in piece:
-            return LineState(state.ctx + piece, state.used, state.spent, state.order,
-                             state.blanks)
+            return LineState(state.ctx + piece, state.used, state.spent, state.order, state.blanks)
         used, spent, order, blanks = state.used, state.spent, state.order, state.blanks
         for seg in (last_line(state.ctx) + piece).split(b"\n")[:-1]:
             key = seg.strip(_WS)
@@ -131,11 +148,13 @@ class LineSet:
         return LineState(line_context(state.ctx + piece), used, spent, order, blanks)
 
     def _step(self, order: OrderState | None, key: bytes, blanks: int) -> OrderState | None:
-        return order if order is None or self._order is None else self._order.step(order, key,
-                                                                                    blanks)
+        return (
+            order if order is None or self._order is None else self._order.step(order, key, blanks)
+        )
 
-    def _barred(self, spent: frozenset[bytes], order: OrderState | None,
-                blanks: int) -> frozenset[bytes]:
+    def _barred(
+        self, spent: frozenset[bytes], order: OrderState | None, blanks: int
+    ) -> frozenset[bytes]:
         """The lines that may not come next: spent ones, and those the order bars, unless the
         order has come to a dead end."""
         if order is None or self._order is None:
@@ -147,8 +166,11 @@ class LineSet:
 
     def dead_end(self, state: LineState) -> bool:
         """Whether the order has let go in `state` (see `_dead_end`)."""
-        return (state.order is not None and self._order is not None
-                and self._dead_end(state.spent, state.order))
+        return (
+            state.order is not None
+            and self._order is not None
+            and self._dead_end(state.spent, state.order)
+        )
 
     def _dead_end(self, spent: frozenset[bytes], order: OrderState) -> bool:
         """Whether the order leaves no line to write, after any number of blank lines, and
@@ -163,8 +185,11 @@ class LineSet:
                 self._dead.clear()
             lo = self._order
             left = lo.keys - spent
-            got = order.pos is not None and not lo.may_end(order) and all(
-                left <= lo.barred(order, b) for b in range(self._blank_cap))
+            got = (
+                order.pos is not None
+                and not lo.may_end(order)
+                and all(left <= lo.barred(order, b) for b in range(self._blank_cap))
+            )
             self._dead[(spent, order)] = got
         return got
 
@@ -176,8 +201,9 @@ class LineSet:
             return room
         return min(room, self._order.blank_room(order, blanks))
 
-    def _tail(self, line: bytes, spent: frozenset[bytes], order: OrderState | None = None,
-              blanks: int = 0) -> bool:
+    def _tail(
+        self, line: bytes, spent: frozenset[bytes], order: OrderState | None = None, blanks: int = 0
+    ) -> bool:
         """Whether the answer may end after `line` (unindented; empty: no line yet), with
         `order` the order's state before it and `blanks` the blank lines right before it."""
         key = line.strip(_WS)
@@ -187,8 +213,9 @@ class LineSet:
             return True
         return self._order.may_end(self._order.step(order, key, blanks) if key else order)
 
-    def _rest_ok(self, tid: int, regime: bool, spent: frozenset[bytes],
-                 order: OrderState | None, blanks: int) -> bool:
+    def _rest_ok(
+        self, tid: int, regime: bool, spent: frozenset[bytes], order: OrderState | None, blanks: int
+    ) -> bool:
         """Whether what newline token `tid` writes after its first newline is allowed, with
         `order` and `blanks` where the answer stands after that newline."""
         rest = self._rests.get(tid)
@@ -202,20 +229,31 @@ class LineSet:
                     return False
                 blanks += 1
                 continue
-            if body not in self._sets[regime] or key in self._barred(spent, order, blanks) or (
-                    not self._fits(key, seg[:len(seg) - len(body)])):
+            if (
+                body not in self._sets[regime]
+                or key in self._barred(spent, order, blanks)
+                or (not self._fits(key, seg[: len(seg) - len(body)]))
+            ):
                 return False
             regime = self._tail(body, spent, order, blanks)
             order, blanks = self._step(order, key, blanks), 0
         last = rest[-1].lstrip(_WS)
         if not last:
             return not rest[-1] or self._indent_ok(regime, spent, order, blanks, rest[-1])
-        ind = rest[-1][:len(rest[-1]) - len(last)]
-        return any(self._fits(ln, ind)
-                   for ln in self._lines_from(last, regime, self._barred(spent, order, blanks)))
+        ind = rest[-1][: len(rest[-1]) - len(last)]
+        return any(
+            self._fits(ln, ind)
+            for ln in self._lines_from(last, regime, self._barred(spent, order, blanks))
+        )
 
-    def _merged(self, tids: list[int], regime: bool, spent: frozenset[bytes],
-                order: OrderState | None, blanks: int) -> list[int]:
+    def _merged(
+        self,
+        tids: list[int],
+        regime: bool,
+        spent: frozenset[bytes],
+        order: OrderState | None,
+        blanks: int,
+    ) -> list[int]:
         """Of newline tokens with only blank lines after their first newline (`blanks`
         before it), those that go as far toward the fewest blank lines a line may follow as
         one token can. The tokenizer writes a run of newlines in as few tokens as it can, so
@@ -228,32 +266,48 @@ class LineSet:
         if regime and self._at_end(spent, order, blanks, max(runs)):
             # Only the end is left: with the blank lines the original ends with, no more.
             assert self._order is not None
-            end = [t for t in tids if t in ix.indents
-                   or blanks + ix.blank_lines[t] == self._order.tail_blanks]
+            end = [
+                t
+                for t in tids
+                if t in ix.indents or blanks + ix.blank_lines[t] == self._order.tail_blanks
+            ]
             return end if any(t not in ix.indents for t in end) else tids
-        need = next((b for b in range(max(runs) + self._blank_cap)
-                     if not self._blanks_only(regime, spent, order, blanks + b)), 0)
+        need = next(
+            (
+                b
+                for b in range(max(runs) + self._blank_cap)
+                if not self._blanks_only(regime, spent, order, blanks + b)
+            ),
+            0,
+        )
         best = max((b for b in runs if b <= need), default=0)
         return [t for t in tids if t in ix.indents or ix.blank_lines[t] >= best]
 
-    def _flows(self, spent: frozenset[bytes], order: OrderState | None,
-               blanks: int) -> frozenset[bytes] | None:
+    def _flows(
+        self, spent: frozenset[bytes], order: OrderState | None, blanks: int
+    ) -> frozenset[bytes] | None:
         """The lines the order lets come after `blanks` blank lines, a hunk begun anew aside
         (`LineOrder.flowing`), less the spent ones; None where the order does not say."""
-        if order is None or self._order is None or order.pos is None or self._dead_end(
-                spent, order):
+        if (
+            order is None
+            or self._order is None
+            or order.pos is None
+            or self._dead_end(spent, order)
+        ):
             return None
         return self._order.flowing(order, blanks) - spent
 
-    def _at_end(self, spent: frozenset[bytes], order: OrderState | None, blanks: int,
-                most: int) -> bool:
+    def _at_end(
+        self, spent: frozenset[bytes], order: OrderState | None, blanks: int, most: int
+    ) -> bool:
         """Whether no line may follow after any of the next `most` blank lines: the
         original's last line is written and only the end is left."""
         flows = [self._flows(spent, order, blanks + b) for b in range(most + 1)]
         return all(got is not None and not got for got in flows)
 
-    def _blanks_only(self, regime: bool, spent: frozenset[bytes], order: OrderState | None,
-                     blanks: int) -> bool:
+    def _blanks_only(
+        self, regime: bool, spent: frozenset[bytes], order: OrderState | None, blanks: int
+    ) -> bool:
         """Whether nothing but a blank line (or a hunk begun anew) may come after `blanks`
         of them."""
         if regime or (self._spill is not None and blanks > self._spill):
@@ -268,8 +322,14 @@ class LineSet:
         allowed = None if self._ind is None else self._ind.get(line.strip(_WS))
         return allowed is None or ind in allowed
 
-    def _indent_ok(self, regime: bool, spent: frozenset[bytes], order: OrderState | None,
-                   blanks: int, ws: bytes = b"") -> bool:
+    def _indent_ok(
+        self,
+        regime: bool,
+        spent: frozenset[bytes],
+        order: OrderState | None,
+        blanks: int,
+        ws: bytes = b"",
+    ) -> bool:
         """Whether a line may open with indentation (`ws`, where the guard keeps it) here:
         some line may follow it, or a blank line may carry it. Otherwise indentation leads
         nowhere (the line needs a blank line before it first, and a blank line may not carry
@@ -279,8 +339,9 @@ class LineSet:
         reach = self._reach(regime, spent, order, blanks)
         return reach is None or ws in reach
 
-    def _reach(self, regime: bool, spent: frozenset[bytes], order: OrderState | None,
-               blanks: int) -> frozenset[bytes] | None:
+    def _reach(
+        self, regime: bool, spent: frozenset[bytes], order: OrderState | None, blanks: int
+    ) -> frozenset[bytes] | None:
         """The indentations (and their beginnings) a line allowed here may have; None: any."""
         key = (regime, spent, order, blanks)
         if key in self._indent_cache:
@@ -321,16 +382,16 @@ class LineSet:
         if allowed is None:
             got = self._first_ids.get(line)
             if got is None:
-                got = self._first_ids[line] = _along([line], 0, self._ix.lead,
-                                                     self._ix.lead_sorted)
+                got = self._first_ids[line] = _along([line], 0, self._ix.lead, self._ix.lead_sorted)
             return got
         assert ind is not None
-        need = frozenset(a[len(ind):] for a in allowed if a.startswith(ind))
+        need = frozenset(a[len(ind) :] for a in allowed if a.startswith(ind))
         key = (line, need)
         got = self._first_at.get(key)
         if got is None:
-            got = self._first_at[key] = _along_ws(line, need, self._ix.lead_ws,
-                                                  self._ix.lead_sorted) if need else set()
+            got = self._first_at[key] = (
+                _along_ws(line, need, self._ix.lead_ws, self._ix.lead_sorted) if need else set()
+            )
         return got
 
     def banned(self, state: LineState | bytes | str) -> RowBan:
@@ -341,17 +402,18 @@ class LineSet:
             state = LineState(state)
         line, spent, order = state.ctx, state.spent, state.order
         cut = line.rfind(b"\n")
-        prev = line[:line.find(b"\n")].strip(_WS) if cut >= 0 else b""
+        prev = line[: line.find(b"\n")].strip(_WS) if cut >= 0 else b""
         # `order` has seen `prev` already: only the tail rule is asked about it.
         regime = self._tail(prev or b"\n", spent) and (
-            order is None or self._order is None or self._order.may_end(order))
+            order is None or self._order is None or self._order.may_end(order)
+        )
         if self._spill is not None and state.blanks > self._spill:
             regime = True
         blanks = state.blanks if self._spill is None else min(state.blanks, self._spill + 2)
-        rest = line[cut + 1:]
+        rest = line[cut + 1 :]
         body = rest.lstrip(_WS)
         pad = 0 if body or not rest else (2 if len(rest) >= self._indent else 1)
-        ind = None if self._ind is None else rest[:len(rest) - len(body)]
+        ind = None if self._ind is None else rest[: len(rest) - len(body)]
         key = (regime, body, spent, order, blanks, pad, ind)
         got = self._cache.get(key)
         if got is None:
@@ -360,45 +422,85 @@ class LineSet:
             got = self._cache[key] = self._allowed(*key)
         return got
 
-    def _allowed(self, regime: bool, key: bytes, spent: frozenset[bytes],
-                 order: OrderState | None, blanks: int, pad: int, ind: bytes | None) -> RowBan:
+    def _allowed(
+        self,
+        regime: bool,
+        key: bytes,
+        spent: frozenset[bytes],
+        order: OrderState | None,
+        blanks: int,
+        pad: int,
+        ind: bytes | None,
+    ) -> RowBan:
         """The allowed ids; `pad`: the line so far is blanks only (1), deeper than the texts
         indent (2), or not (0); `ind`: its indentation, where the guard keeps indentation."""
         ix, ids = self._ix, set[int]()
         barred = self._barred(spent, order, blanks)
         if not key:
             # Indentation, then the start of a line left; a blank line or the end.
-            ids.update(*(self._firsts(ln, ind) for ln in self._sorted[regime]
-                         if ln.strip(_WS) not in barred))
+            ids.update(
+                *(
+                    self._firsts(ln, ind)
+                    for ln in self._sorted[regime]
+                    if ln.strip(_WS) not in barred
+                )
+            )
             if pad < 2 and self._indent_ok(regime, spent, order, blanks):
-                reach = None if self._blank_pad and self._room(order, blanks) >= 1 else (
-                    self._reach(regime, spent, order, blanks))
-                ids.update(*(tids for ws, tids in self._spaces
-                             if ind is None or reach is None or ind + ws in reach))
+                reach = (
+                    None
+                    if self._blank_pad and self._room(order, blanks) >= 1
+                    else (self._reach(regime, spent, order, blanks))
+                )
+                ids.update(
+                    *(
+                        tids
+                        for ws, tids in self._spaces
+                        if ind is None or reach is None or ind + ws in reach
+                    )
+                )
             room = self._room(order, blanks)
             for head, plain, other in self._heads[regime]:
                 first = head.strip(_WS)
-                if first in barred or (not first and (room < 1 or (
-                        pad and not self._blank_pad))):
+                if first in barred or (not first and (room < 1 or (pad and not self._blank_pad))):
                     continue  # (a blank line with blanks on it where the texts have none)
                 if not self._blank_pad:  # (nor one the token itself pads, first or later)
-                    plain = [t for t in plain if t not in ix.padded
-                             and (first or t not in ix.head_ws)]
-                    other = [t for t in other if t not in ix.padded
-                             and (first or t not in ix.head_ws)]
+                    plain = [
+                        t for t in plain if t not in ix.padded and (first or t not in ix.head_ws)
+                    ]
+                    other = [
+                        t for t in other if t not in ix.padded and (first or t not in ix.head_ws)
+                    ]
                 if first:  # the token completes a line, then writes more
-                    after, nxt, gap = (self._tail(head, spent, order, blanks),
-                                       self._step(order, first, blanks), 0)
+                    after, nxt, gap = (
+                        self._tail(head, spent, order, blanks),
+                        self._step(order, first, blanks),
+                        0,
+                    )
                     more = self._room(nxt, 0)
                 else:  # a blank line, then more
                     after, nxt, gap, more = regime, order, blanks + 1, room - 1
                 if first and ind is not None:  # the line it completes keeps its indentation
                     plain = [t for t in plain if self._fits(first, ind + ix.head_ws.get(t, b""))]
                     other = [t for t in other if self._fits(first, ind + ix.head_ws.get(t, b""))]
-                ids.update(self._merged([t for t in plain if ix.blank_lines[t] <= more and (
-                    t not in ix.indents or self._indent_ok(
-                        after, spent, nxt, gap + ix.blank_lines[t], ix.indents[t]))],
-                    after, spent, nxt, gap))
+                ids.update(
+                    self._merged(
+                        [
+                            t
+                            for t in plain
+                            if ix.blank_lines[t] <= more
+                            and (
+                                t not in ix.indents
+                                or self._indent_ok(
+                                    after, spent, nxt, gap + ix.blank_lines[t], ix.indents[t]
+                                )
+                            )
+                        ],
+                        after,
+                        spent,
+                        nxt,
+                        gap,
+                    )
+                )
                 ids.update(t for t in other if self._rest_ok(t, after, spent, nxt, gap))
             if regime or not ids:  # (no line, blank or not, left to write: a dead end stops)
                 ids.update(ix.control)
@@ -411,7 +513,7 @@ class LineSet:
             cands = [ln for ln in cands if self._fits(ln, ind)] or cands
         ids.update(_along(cands, len(key), ix.exact, ix.exact_sorted))
         for ln in cands:
-            ends = self._ends.get(ln[len(key):], ())
+            ends = self._ends.get(ln[len(key) :], ())
             if not ends:
                 continue
             after = self._tail(ln, spent, order, blanks)
@@ -419,11 +521,28 @@ class LineSet:
             more = self._room(nxt, 0)
             ok = [t for t in ends if self._blank_pad or t not in ix.padded]
             ids.update(t for t in ok if t in self._rests and self._rest_ok(t, after, spent, nxt, 0))
-            ids.update(self._merged([t for t in ok if t not in self._rests and (
-                ix.blank_lines[t] <= more and (
-                    t not in ix.indents
-                    or self._indent_ok(after, spent, nxt, ix.blank_lines[t], ix.indents[t])))],
-                after, spent, nxt, 0))
+            ids.update(
+                self._merged(
+                    [
+                        t
+                        for t in ok
+                        if t not in self._rests
+                        and (
+                            ix.blank_lines[t] <= more
+                            and (
+                                t not in ix.indents
+                                or self._indent_ok(
+                                    after, spent, nxt, ix.blank_lines[t], ix.indents[t]
+                                )
+                            )
+                        )
+                    ],
+                    after,
+                    spent,
+                    nxt,
+                    0,
+                )
+            )
         if key in cands and self._tail(key, spent, order, blanks):  # the end may follow
             ids.update(ix.control)
         return Only(_sorted_ids(ids))
@@ -446,8 +565,9 @@ def _forms(lines: Iterable[bytes]) -> frozenset[bytes]:
     return frozenset(out)
 
 
-def _along(lines: list[bytes], at: int, tokens: dict[bytes, list[int]],
-           texts: list[bytes]) -> set[int]:
+def _along(
+    lines: list[bytes], at: int, tokens: dict[bytes, list[int]], texts: list[bytes]
+) -> set[int]:
     """Ids of the tokens equal to a piece of some line that begins at offset `at` (`texts`:
     the keys of `tokens`, sorted)."""
     ids: set[int] = set()
@@ -467,8 +587,12 @@ def _along(lines: list[bytes], at: int, tokens: dict[bytes, list[int]],
     return ids
 
 
-def _along_ws(line: bytes, need: frozenset[bytes], tokens: dict[bytes, dict[bytes, list[int]]],
-              texts: list[bytes]) -> set[int]:
+def _along_ws(
+    line: bytes,
+    need: frozenset[bytes],
+    tokens: dict[bytes, dict[bytes, list[int]]],
+    texts: list[bytes],
+) -> set[int]:
     """Ids of the tokens equal to one of the blanks in `need`, then a piece of `line` from its
     start (`texts`: the keys of `tokens`, sorted)."""
     ids: set[int] = set()
@@ -482,4 +606,3 @@ def _along_ws(line: bytes, need: frozenset[bytes], tokens: dict[bytes, dict[byte
         if i == len(texts) or not texts[i].startswith(piece):
             break
     return ids
-

@@ -73,9 +73,13 @@ class LineOrder:
     each with whether it is a marker). `aligned` pairs an original line with the snippet line
     a sure placement of the hunk reads it as (0-based indices into the two line lists)."""
 
-    def __init__(self, original: Iterable[bytes], snippet: Iterable[tuple[bytes, bool]],
-                 aligned: Iterable[tuple[int, int]] = (),
-                 follows: Iterable[tuple[int, bytes, int]] = ()) -> None:
+    def __init__(
+        self,
+        original: Iterable[bytes],
+        snippet: Iterable[tuple[bytes, bool]],
+        aligned: Iterable[tuple[int, int]] = (),
+        follows: Iterable[tuple[int, bytes, int]] = (),
+    ) -> None:
         original = list(original)
         raw, self._gap, onum = _runs((ln, False) for ln in original)
         # Blank lines the original ends with (its final newline is its last line's own).
@@ -103,8 +107,13 @@ class LineOrder:
         aligned = list(aligned)
         # Snippet lines a sure placement reads as context (at their own indentation: a line
         # moved into a new block is new code there).
-        read = {snum[s] for o, s in aligned if s in snum and o in onum
-                and raw[onum[o]][0].rstrip(_WS) == marked[snum[s]][0].rstrip(_WS)}
+        read = {
+            snum[s]
+            for o, s in aligned
+            if s in snum
+            and o in onum
+            and raw[onum[o]][0].rstrip(_WS) == marked[snum[s]][0].rstrip(_WS)
+        }
         # Lines that open a hunk somewhere, as new code: a sure hunk that opens with context
         # opens as the copy of it.
         self._starts: set[bytes] = set()
@@ -133,22 +142,26 @@ class LineOrder:
         # on past an insertion the snippet shows.
         for o, then, space in follows:
             at = onum.get(o)
-            if at is not None and at not in self._pins and (
-                    at + 1 >= len(self.lines) or self.lines[at + 1] != then):
+            if (
+                at is not None
+                and at not in self._pins
+                and (at + 1 >= len(self.lines) or self.lines[at + 1] != then)
+            ):
                 self._pins[at] = (then, space)
         # Original lines a sure placement reads as context: never new code written again.
         self._context = frozenset(onum[o] for o, _ in aligned if o in onum)
         # A sure hunk's context line -> the original line its hunk's next line stands for
         # (none: the hunk goes on with new code, or ends): a skip from its copy lands there.
         ctx_of = {snum[s]: onum[o] for o, s in aligned if s in snum and snum[s] in read}
-        self._next_of = {p: frozenset({ctx_of[i + 1]} if i + 1 in ctx_of else ())
-                         for i, p in ctx_of.items()}
+        self._next_of = {
+            p: frozenset({ctx_of[i + 1]} if i + 1 in ctx_of else ()) for i, p in ctx_of.items()
+        }
         # Snippet lines that are context wherever the snippet shows them: a merged file
         # writes them only as copies, never as new code (from which the answer could skip on,
         # past the original's spacing, or start the hunk again further on).
-        self._only_context = (frozenset(key for i, (key, _) in enumerate(items) if i in read)
-                              - frozenset(key for i, (key, marker) in enumerate(items)
-                                          if not marker and i not in read))
+        self._only_context = frozenset(
+            key for i, (key, _) in enumerate(items) if i in read
+        ) - frozenset(key for i, (key, marker) in enumerate(items) if not marker and i not in read)
         # Lines the snippet shows only in hunks a sure placement reads (some line of the hunk
         # is context): such a hunk goes on only where it is placed.
         sure, hunk_of, n = set(), [], 0
@@ -157,9 +170,9 @@ class LineOrder:
             hunk_of.append(n)
             if i in read:
                 sure.add(n)
-        self._sure = (frozenset(key for i, (key, m) in enumerate(items) if hunk_of[i] in sure)
-                      - frozenset(key for i, (key, m) in enumerate(items)
-                                  if not m and hunk_of[i] not in sure))
+        self._sure = frozenset(
+            key for i, (key, m) in enumerate(items) if hunk_of[i] in sure
+        ) - frozenset(key for i, (key, m) in enumerate(items) if not m and hunk_of[i] not in sure)
         self.keys = frozenset(self.lines) | self._shown  # every line it may allow
         self._barred: dict[tuple[OrderState, int], frozenset[bytes]] = {}
         self._skips: dict[tuple[int, int], frozenset[int]] = {}
@@ -177,22 +190,31 @@ class LineOrder:
         resumes = gap is not None and blanks >= gap  # the hunk goes on with `key`
         lines, gaps = self.lines, self._gap
         # A sure hunk goes on from the copy of its own context line, not another copy.
-        going = pos if state.last not in self._sure else [
-            (p, k) for p, k in pos if k or p in self._context]
+        going = (
+            pos
+            if state.last not in self._sure
+            else [(p, k) for p, k in pos if k or p in self._context]
+        )
         if (resumes or key in self._starts) and key not in self._only_context:
             for p, k in pos if key in self._starts else going:
                 n = _wrote(lines, p, k, key)
                 if n < 0 or p + n not in self._context:
                     new.add((p, n))
         at = self._at.get(key, ())
-        new.update((p + 1, 0) for p, _ in pos
-                   if p + 1 < len(lines) and lines[p + 1] == key and blanks >= gaps[p + 1])
+        new.update(
+            (p + 1, 0)
+            for p, _ in pos
+            if p + 1 < len(lines) and lines[p + 1] == key and blanks >= gaps[p + 1]
+        )
         if at and key in self._shown:
             fixed = [p for p, k in going if not k and p in self._next_of] if resumes else []
             for p in fixed:  # (from a sure hunk's context: where its next line stands)
                 new.update((j, 0) for j in self._next_of[p] if j > p + 1 and lines[j] == key)
-            lo = self._resume_from(r for r in going if r[1] or r[0] not in self._next_of) \
-                if resumes else None
+            lo = (
+                self._resume_from(r for r in going if r[1] or r[0] not in self._next_of)
+                if resumes
+                else None
+            )
             if lo is not None:  # (onto a sure hunk's context: the line it stands for)
                 only = key in self._only_context
                 new.update((j, 0) for j in at if j > lo + 1 and (not only or j in self._context))
@@ -201,8 +223,9 @@ class LineOrder:
             for p, k in pos:
                 if k < 0:
                     past = self._past(p, state.last)
-                    new.update((j, 0) for j in self._skips_from(p, wide)
-                               if lines[j] == key and j <= past)
+                    new.update(
+                        (j, 0) for j in self._skips_from(p, wide) if lines[j] == key and j <= past
+                    )
         return OrderState(frozenset(new) if new else None, key)
 
     def _resume_from(self, pos: Iterable[Reading]) -> int | None:
@@ -270,28 +293,38 @@ class LineOrder:
         pinned = [(p, k) for p, k in state.pos if not k and p in self._pins]
         free = [r for r in state.pos if r not in pinned]
         # A pinned reading goes on only with its pin (checked by stepping: a copy or a hunk).
-        ok = {self._pins[p][0] for p, _ in pinned
-              if self.step(OrderState(frozenset({(p, 0)}), state.last), self._pins[p][0],
-                           blanks).pos is not None}
+        ok = {
+            self._pins[p][0]
+            for p, _ in pinned
+            if self.step(OrderState(frozenset({(p, 0)}), state.last), self._pins[p][0], blanks).pos
+            is not None
+        }
         if not free:
             return ok
         lines = self.lines
-        ok.update(lines[p + 1] for p, _ in free
-                  if p + 1 < len(lines) and blanks >= self._gap[p + 1])
+        ok.update(
+            lines[p + 1] for p, _ in free if p + 1 < len(lines) and blanks >= self._gap[p + 1]
+        )
         # New code (a skip onto a shown line is one too), unless a sure placement reads it
         # as context: then only a copy or a skip writes it, so step to see.
         hunk = set(self._starts) if starts else set()
         hunk.update(k for k, gap in self._follows.get(state.last, {}).items() if blanks >= gap)
         free_state = OrderState(frozenset(free), state.last)
-        ok.update(k for k in hunk if k in ok or not self._context
-                  or self.step(free_state, k, blanks).pos is not None)
+        ok.update(
+            k
+            for k in hunk
+            if k in ok or not self._context or self.step(free_state, k, blanks).pos is not None
+        )
         if state.last in self._hunk_ends:
             wide = self._hunk_ends[state.last]
             for p, k in free:
                 if k < 0:
                     past = self._past(p, state.last)
-                    ok.update(lines[j] for j in self._skips_from(p, wide)
-                              if lines[j] not in self._shown and j <= past)
+                    ok.update(
+                        lines[j]
+                        for j in self._skips_from(p, wide)
+                        if lines[j] not in self._shown and j <= past
+                    )
         return ok
 
     def blank_room(self, state: OrderState, blanks: int) -> int:
@@ -311,9 +344,14 @@ class LineOrder:
         return self._open_end and bool(self.shown) and state.last == self.shown[-1]
 
 
-def _pins(lines: list[bytes], items: list[tuple[bytes, bool]], gaps: list[int],
-          onum: Mapping[int, int], snum: Mapping[int, int],
-          aligned: Iterable[tuple[int, int]]) -> dict[int, tuple[bytes, int]]:
+def _pins(
+    lines: list[bytes],
+    items: list[tuple[bytes, bool]],
+    gaps: list[int],
+    onum: Mapping[int, int],
+    snum: Mapping[int, int],
+    aligned: Iterable[tuple[int, int]],
+) -> dict[int, tuple[bytes, int]]:
     """Original line (non-blank index) -> the line that must follow its copy, and after how
     many blank lines: where a sure placement reads it as a hunk's context line and the hunk
     goes on with a line other than the original's next, a merged file writes that line next,
@@ -336,8 +374,9 @@ def _wrote(lines: list[bytes], p: int, k: int, key: bytes) -> int:
     return -1
 
 
-def _runs(lines: Iterable[tuple[bytes, bool]]
-          ) -> tuple[list[tuple[bytes, bool]], list[int], dict[int, int]]:
+def _runs(
+    lines: Iterable[tuple[bytes, bool]],
+) -> tuple[list[tuple[bytes, bool]], list[int], dict[int, int]]:
     """The non-blank lines, how many blank lines come right before each, and each one's
     index among them by its index among all lines."""
     out: list[tuple[bytes, bool]] = []

@@ -29,8 +29,9 @@ class VocabIndex:
                 body = raw.lstrip(_WS)
                 self.lead.setdefault(body, []).append(tid)
                 # By the blanks they open with, for a guard that keeps indentation too.
-                self.lead_ws.setdefault(body, {}).setdefault(raw[:len(raw) - len(body)],
-                                                             []).append(tid)
+                self.lead_ws.setdefault(body, {}).setdefault(
+                    raw[: len(raw) - len(body)], []
+                ).append(tid)
         # Sorted, so a piece of a line that no token starts with ends the lookups along it.
         self.exact_sorted = sorted(self.exact)
         self.lead_sorted = sorted(self.lead)
@@ -42,14 +43,23 @@ class VocabIndex:
         self.rests: dict[int, tuple[bytes, ...]] = {}
         self.blank_lines: dict[int, int] = {}  # the others: blank lines after the first newline
         # Newline tokens that end on indentation: the blanks after their last newline.
-        self.indents = {tid: after[-1] for tid, _, after in self.newline
-                        if after[-1] and not after[-1].strip(_WS)}
+        self.indents = {
+            tid: after[-1]
+            for tid, _, after in self.newline
+            if after[-1] and not after[-1].strip(_WS)
+        }
         # ... and the blanks before their first segment's text (none: left out).
-        self.head_ws = {tid: head[:len(head) - len(head.lstrip(_WS))]
-                        for tid, head, _ in self.newline if head[:1] in (b" ", b"\t")}
+        self.head_ws = {
+            tid: head[: len(head) - len(head.lstrip(_WS))]
+            for tid, head, _ in self.newline
+            if head[:1] in (b" ", b"\t")
+        }
         # ... and those that write a blank line with blanks on it after a newline.
-        self.padded = frozenset(tid for tid, _, after in self.newline
-                                if any(seg and not seg.strip(_WS) for seg in after[:-1]))
+        self.padded = frozenset(
+            tid
+            for tid, _, after in self.newline
+            if any(seg and not seg.strip(_WS) for seg in after[:-1])
+        )
         starts: dict[bytes, list[int]] = {}
         for tid, head, after in self.newline:
             self.ends.setdefault(head, []).append(tid)
@@ -58,6 +68,7 @@ class VocabIndex:
                 self.rests[tid] = after
             else:
                 self.blank_lines[tid] = len(after) - 1
-        self.heads = {head: ([t for t in tids if t not in self.rests],
-                             [t for t in tids if t in self.rests])
-                      for head, tids in starts.items()}
+        self.heads = {
+            head: ([t for t in tids if t not in self.rests], [t for t in tids if t in self.rests])
+            for head, tids in starts.items()
+        }

@@ -17,5 +17,13 @@ from edge_spec.apply.merge.structural import (
     structural_merge,
 )
 
-__all__ = ["Edit", "HunkStatus", "HunkVerdict", "MergeResult", "assemble", "detect_language", "split_original",
-           "structural_merge"]
+__all__ = [
+    "Edit",
+    "HunkStatus",
+    "HunkVerdict",
+    "MergeResult",
+    "assemble",
+    "detect_language",
+    "split_original",
+    "structural_merge",
+]

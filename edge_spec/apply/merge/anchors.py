@@ -26,12 +26,14 @@ from typing import NamedTuple
 
 _TOKEN = re.compile(r"[A-Za-z_$][\w$]*|\d+")
 # Words that never identify a line by themselves: keywords, literals, common receivers.
-_KEYWORDS = frozenset("""
+_KEYWORDS = frozenset(
+    """
 if else elif elsif for while do return break continue pass try except finally catch throw raise
 end fi done esac then in of not and or is None True False null nil true false undefined self this
 super def func function fn class struct impl pub let const var new default case switch yield await
 async with as import from package use mod static void int bool string str err error ok Ok Some
-""".split())
+""".split()
+)
 _MAX_SEED_OCCURRENCES = 64
 _MAX_BLOCKS = 400
 PairOk = Callable[[int, int], bool]
@@ -88,7 +90,7 @@ class LineIndex:
 
     def occurrences(self, key: str, lo: int, hi: int) -> list[int]:
         occ = self.pos.get(key, [])
-        return occ[bisect_left(occ, lo): bisect_left(occ, hi)]
+        return occ[bisect_left(occ, lo) : bisect_left(occ, hi)]
 
     def next_nonblank(self, i: int, step: int) -> int | None:
         k = i + step
@@ -137,8 +139,9 @@ class Chain:
         return last.i + last.n
 
 
-def find_blocks(hkeys: Sequence[str], index: LineIndex, lo: int, hi: int,
-                pair_ok: PairOk | None = None) -> list[Block]:
+def find_blocks(
+    hkeys: Sequence[str], index: LineIndex, lo: int, hi: int, pair_ok: PairOk | None = None
+) -> list[Block]:
     """Maximal diagonal runs of equal lines inside original [lo, hi), seeded by identity lines."""
     m = len(hkeys)
 
@@ -178,8 +181,11 @@ def anchor_lines(hkeys: Sequence[str], index: LineIndex) -> list[tuple[int, int]
     seen: dict[str, int] = {}
     for j, k in enumerate(hkeys):
         seen[k] = -1 if k in seen else j
-    return sorted((index.pos[k][0], j) for k, j in seen.items()
-                  if j >= 0 and k and len(index.pos.get(k, ())) == 1 and not index.trivial(k))
+    return sorted(
+        (index.pos[k][0], j)
+        for k, j in seen.items()
+        if j >= 0 and k and len(index.pos.get(k, ())) == 1 and not index.trivial(k)
+    )
 
 
 def _contradicted(uniq: Sequence[tuple[int, int]], ja: int, jb: int, ia: int, ib: int) -> int:
@@ -202,25 +208,31 @@ def gap_cost(gj: int, gi: int) -> float:
     """
     if gj == 0:  # the snippet shows both blocks adjacent: a deletion, cheaper than a skip
         return 0.15 * math.log2(1 + gi)
-    return (0.3 * math.log2(1 + max(0, gi - gj)) + 0.1 * math.log2(1 + min(gi, gj))
-            + 0.05 * math.log2(1 + gj))
+    return (
+        0.3 * math.log2(1 + max(0, gi - gj))
+        + 0.1 * math.log2(1 + min(gi, gj))
+        + 0.05 * math.log2(1 + gj)
+    )
 
 
 def _tail_weight(index: LineIndex, hkeys: Sequence[str], b: Block, drop: int) -> float:
     return sum(index.weight(hkeys[b.j + b.n - 1 - k]) for k in range(drop))
 
 
-def best_chain(blocks: Sequence[Block], exclude: tuple[int, int] | None = None,
-               index: LineIndex | None = None, hkeys: Sequence[str] = (),
-               uniq: Sequence[tuple[int, int]] = ()) -> Chain | None:
+def best_chain(
+    blocks: Sequence[Block],
+    exclude: tuple[int, int] | None = None,
+    index: LineIndex | None = None,
+    hkeys: Sequence[str] = (),
+    uniq: Sequence[tuple[int, int]] = (),
+) -> Chain | None:
     """The best-scoring chain of blocks, optionally avoiding original lines [a, b).
 
     A block may be cut short where it runs into the next one (blank lines after a context line
     match on both sides of an insertion); with `index` and `hkeys` the cut lines' weight is
     taken off.
     """
-    usable = [b for b in blocks
-              if exclude is None or b.i + b.n <= exclude[0] or b.i >= exclude[1]]
+    usable = [b for b in blocks if exclude is None or b.i + b.n <= exclude[0] or b.i >= exclude[1]]
     if not usable:
         return None
     best: list[float] = []
@@ -248,15 +260,23 @@ def best_chain(blocks: Sequence[Block], exclude: tuple[int, int] | None = None,
     k, cut = top, 0
     while k >= 0:
         b = usable[k]
-        chain.append(b if not cut else Block(b.j, b.i, b.n - cut,
-                                              b.w - (_tail_weight(index, hkeys, b, cut)
-                                                     if index else 0.1 * cut)))
+        chain.append(
+            b
+            if not cut
+            else Block(
+                b.j,
+                b.i,
+                b.n - cut,
+                b.w - (_tail_weight(index, hkeys, b, cut) if index else 0.1 * cut),
+            )
+        )
         k, cut = prev[k]
     return Chain(tuple(reversed(chain)), best[top])
 
 
-def candidate_chains(blocks: Sequence[Block], index: LineIndex, hkeys: Sequence[str],
-                     limit: int = 3) -> list[Chain]:
+def candidate_chains(
+    blocks: Sequence[Block], index: LineIndex, hkeys: Sequence[str], limit: int = 3
+) -> list[Chain]:
     """Up to `limit` disjoint placements, best first."""
     out: list[Chain] = []
     excluded: list[tuple[int, int]] = []

@@ -28,21 +28,33 @@ def blank_doubt(ctx: Ctx, a: int, b: int, tail: bool, marked: bool) -> str | Non
     At an unmarked snippet end only the last reading counts: snippets often start or end with
     a stray blank line.
     """
-    near = ctx.index.keys[a: min(b, a + _BLANK_REACH)] if tail else ctx.index.keys[
-        max(a, b - _BLANK_REACH): b]
+    near = (
+        ctx.index.keys[a : min(b, a + _BLANK_REACH)]
+        if tail
+        else ctx.index.keys[max(a, b - _BLANK_REACH) : b]
+    )
     if any(not k for k in near):
         return "a blank line at the hunk's edge may be context further on (lines deleted)"
     return "a blank line next to a marker may be new or formatting" if marked else None
 
 
 def _strong(ctx: Ctx, keys: Sequence[str], b: Block) -> bool:
-    ids = [k for k in keys[b.j: b.j + b.n] if k and not ctx.index.trivial(k)]
+    ids = [k for k in keys[b.j : b.j + b.n] if k and not ctx.index.trivial(k)]
     return any(is_distinctive(k) for k in ids) or len(ids) >= 2
 
 
-def chain_doubts(ctx: Ctx, hunk: Hunk, keys: Sequence[str], blocks: Sequence[Block],
-                  chain: Chain | None, lo: int, hi: int, uniq: Sequence[tuple[int, int]],
-                  pinned: bool, noop: bool) -> list[str]:
+def chain_doubts(
+    ctx: Ctx,
+    hunk: Hunk,
+    keys: Sequence[str],
+    blocks: Sequence[Block],
+    chain: Chain | None,
+    lo: int,
+    hi: int,
+    uniq: Sequence[tuple[int, int]],
+    pinned: bool,
+    noop: bool,
+) -> list[str]:
     """Whether the chain's place is in doubt: not pinned by a unique strong block, rivalled by
     another placement, or (for a hunk that changes nothing where it sits) by one where it would
     change something."""
@@ -53,15 +65,20 @@ def chain_doubts(ctx: Ctx, hunk: Hunk, keys: Sequence[str], blocks: Sequence[Blo
     if noop:  # a hunk that changes nothing is there to show a deletion, or is widened context
         out += _split_doubts(ctx, keys, chain, lo, hi)
         if alt is not None and alt.score >= 0.5 * chain.score:
-            out.append(f"the hunk changes nothing here but would at original lines "
-                       f"{alt.start + 1}-{alt.end}")
+            out.append(
+                f"the hunk changes nothing here but would at original lines "
+                f"{alt.start + 1}-{alt.end}"
+            )
     if pinned:
         return out
-    unique = [b for b in chain.blocks if _strong(ctx, keys, b)
-              and len(ctx.index.count_run(keys[b.j: b.j + b.n], lo, hi)) == 1]
+    unique = [
+        b
+        for b in chain.blocks
+        if _strong(ctx, keys, b) and len(ctx.index.count_run(keys[b.j : b.j + b.n], lo, hi)) == 1
+    ]
     if not unique:
         b = max(chain.blocks, key=lambda x: x.w)
-        n = len(ctx.index.count_run(keys[b.j: b.j + b.n], lo, hi))
+        n = len(ctx.index.count_run(keys[b.j : b.j + b.n], lo, hi))
         return [f"context matches {n} places" if n > 1 else "only weak context lines match"]
     if alt is not None and alt.score >= 0.8 * chain.score:
         return [f"context also matches original lines {alt.start + 1}-{alt.end}"]
@@ -74,27 +91,36 @@ def _split_doubts(ctx: Ctx, keys: Sequence[str], chain: Chain, lo: int, hi: int)
     `total += i` does not say where a deletion starts."""
     index = ctx.index
     for b, first in ((chain.blocks[0], True), (chain.blocks[-1], False)):
-        run = keys[b.j: b.j + b.n]
-        uniq = [t for t, k in enumerate(run) if k and not index.trivial(k)
-                and len(index.occurrences(k, lo, hi)) == 1] or [b.n - 1 if first else 0]
+        run = keys[b.j : b.j + b.n]
+        uniq = [
+            t
+            for t, k in enumerate(run)
+            if k and not index.trivial(k) and len(index.occurrences(k, lo, hi)) == 1
+        ] or [b.n - 1 if first else 0]
         cuts = range(1, uniq[0] + 1) if first else range(uniq[-1] + 1, b.n)
         for t in cuts:
             part = run[:t] if first else run[t:]
             if not any(part):
                 continue
-            top, bottom = (max(lo, b.i - _MAX_DELETION), b.i) if first else (
-                b.i + b.n, min(hi, b.i + b.n + _MAX_DELETION))
+            top, bottom = (
+                (max(lo, b.i - _MAX_DELETION), b.i)
+                if first
+                else (b.i + b.n, min(hi, b.i + b.n + _MAX_DELETION))
+            )
             for a in index.count_run(part, top, bottom):
                 g0, g1 = (a + t, b.i + t) if first else (b.i + t, a)
                 gone = index.lines[g0:g1]
                 if gone and viable([], gone, ctx.brackets) and not _cuts_definition(ctx, g0, g1):
-                    return [f"context at the hunk's edge also fits at original line {a + 1} "
-                            f"(lines between deleted)"]
+                    return [
+                        f"context at the hunk's edge also fits at original line {a + 1} "
+                        f"(lines between deleted)"
+                    ]
     return []
 
 
-def _outer_doubts(ctx: Ctx, hunk: Hunk, keys: Sequence[str], chain: Chain,
-                  lo: int, hi: int) -> list[str]:
+def _outer_doubts(
+    ctx: Ctx, hunk: Hunk, keys: Sequence[str], chain: Chain, lo: int, hi: int
+) -> list[str]:
     """Whether the first or last context block could sit elsewhere with a viable edit between it
     and the next block (repeated lines such as `x = 1` recur), also without its inner blank or
     trivial lines (those may as well be changed lines that happen to match here)."""
@@ -103,9 +129,9 @@ def _outer_doubts(ctx: Ctx, hunk: Hunk, keys: Sequence[str], chain: Chain,
         return []
     index = ctx.index
     for b, nb, first in ((bs[0], bs[1], True), (bs[-1], bs[-2], False)):
-        block = keys[b.j: b.j + b.n]
+        block = keys[b.j : b.j + b.n]
         for t in range(b.n, 0, -1):  # the outer t lines of the block
-            run = block[:t] if first else block[b.n - t:]
+            run = block[:t] if first else block[b.n - t :]
             rest = block[t:] if first else block[: b.n - t]
             if any(k and not index.trivial(k) for k in rest):
                 break  # the block's own inner lines with identity pin it here
@@ -120,20 +146,22 @@ def _outer_doubts(ctx: Ctx, hunk: Hunk, keys: Sequence[str], chain: Chain,
     return []
 
 
-def _viable_at(ctx: Ctx, hunk: Hunk, keys: Sequence[str], b: Block, nb: Block, first: bool,
-               t: int, a: int) -> bool:
+def _viable_at(
+    ctx: Ctx, hunk: Hunk, keys: Sequence[str], b: Block, nb: Block, first: bool, t: int, a: int
+) -> bool:
     """Whether the outer `t` lines of block `b`, placed at original line `a`, leave a viable edit
     between them and the neighbour block (they may run on over lines changed here)."""
     if first:
         j, i = b.j + t, a + t
         while j < nb.j and i < nb.i and keys[j] == ctx.index.keys[i]:
             j, i = j + 1, i + 1
-        return viable(ctx.mapped(hunk.lines[j: nb.j]), ctx.index.lines[i: nb.i], ctx.brackets)
+        return viable(ctx.mapped(hunk.lines[j : nb.j]), ctx.index.lines[i : nb.i], ctx.brackets)
     j, i = b.j + b.n - t, a
     while j > nb.j + nb.n and i > nb.i + nb.n and keys[j - 1] == ctx.index.keys[i - 1]:
         j, i = j - 1, i - 1
-    return viable(ctx.mapped(hunk.lines[nb.j + nb.n: j]), ctx.index.lines[nb.i + nb.n: i],
-                  ctx.brackets)
+    return viable(
+        ctx.mapped(hunk.lines[nb.j + nb.n : j]), ctx.index.lines[nb.i + nb.n : i], ctx.brackets
+    )
 
 
 def _cuts_definition(ctx: Ctx, a: int, b: int) -> bool:
@@ -142,25 +170,32 @@ def _cuts_definition(ctx: Ctx, a: int, b: int) -> bool:
     keys = ctx.index.keys
 
     def cuts(x: int, y: int) -> bool:
-        return any((d.start < x <= d.end < y - 1) or (x < d.start <= y - 1 < d.end)
-                   for d in ctx.defs)
+        return any(
+            (d.start < x <= d.end < y - 1) or (x < d.start <= y - 1 < d.end) for d in ctx.defs
+        )
 
     for shift in range(0, 12):
-        if b + shift > len(keys) or keys[a: a + shift] != keys[b: b + shift]:
+        if b + shift > len(keys) or keys[a : a + shift] != keys[b : b + shift]:
             break
         if not cuts(a + shift, b + shift):
             return False
     for shift in range(1, 12):
-        if a - shift < 0 or keys[a - shift: a] != keys[b - shift: b]:
+        if a - shift < 0 or keys[a - shift : a] != keys[b - shift : b]:
             break
         if not cuts(a - shift, b - shift):
             return False
     return True
 
 
-def gap_doubts(ctx: Ctx, hunk: Hunk, keys: Sequence[str], pairs: list[Pair],
-               pinned: frozenset[tuple[int, int]] = frozenset(), lo: int = 0,
-               hi: int | None = None) -> list[str]:
+def gap_doubts(
+    ctx: Ctx,
+    hunk: Hunk,
+    keys: Sequence[str],
+    pairs: list[Pair],
+    pinned: frozenset[tuple[int, int]] = frozenset(),
+    lo: int = 0,
+    hi: int | None = None,
+) -> list[str]:
     """Whether a change between two anchors is placed on evidence: the anchors on both sides
     of every changed stretch must be identified (see `_identified`), and a deletion needs lines
     with identity beside it."""
@@ -171,29 +206,36 @@ def gap_doubts(ctx: Ctx, hunk: Hunk, keys: Sequence[str], pairs: list[Pair],
             continue
         if gi - gj > _MAX_DELETION:
             return [f"drops {gi - gj} original lines between anchors (a missing marker?)"]
-        if gj == 0 and not (_strong_near(ctx, keys, pairs, ja, -1)
-                            and _strong_near(ctx, keys, pairs, jb, 1)):
+        if gj == 0 and not (
+            _strong_near(ctx, keys, pairs, ja, -1) and _strong_near(ctx, keys, pairs, jb, 1)
+        ):
             return [f"deletes {gi} lines between weak anchors"]
-        if not any(ctx.index.keys[ia + 1: ib]) or _modified_in_place(ctx, hunk, ja, jb, ia, ib):
+        if not any(ctx.index.keys[ia + 1 : ib]) or _modified_in_place(ctx, hunk, ja, jb, ia, ib):
             continue  # nothing but blank lines removed, or each rewritten where it stands
         for run in (_run(pairs, n, -1), _run(pairs, n + 1, 1)):
             if not _identified(ctx, keys, run, pinned, lo, hi):
                 j, i, _ = run[0]
-                return [f"the context at original line {i + 1} also occurs elsewhere: which "
-                        "original lines the change replaces is a guess"]
+                return [
+                    f"the context at original line {i + 1} also occurs elsewhere: which "
+                    "original lines the change replaces is a guess"
+                ]
     return []
 
 
 def _modified_in_place(ctx: Ctx, hunk: Hunk, ja: int, jb: int, ia: int, ib: int) -> bool:
     """Whether the gap rewrites as many lines as it removes, each like the line it replaces
     (same statement key, or mostly the same text): an edit of those lines, not a deletion."""
-    new, old = hunk.lines[ja + 1: jb], ctx.index.lines[ia + 1: ib]
+    new, old = hunk.lines[ja + 1 : jb], ctx.index.lines[ia + 1 : ib]
     if len(new) != len(old):
         return False
     for x, o in zip(new, old, strict=True):
         kx, ko = statement_key(x), statement_key(o)
-        if not (kx is not None and kx == ko and kx[0] != "blank"
-                or SequenceMatcher(None, norm(x), norm(o), autojunk=False).ratio() >= 0.6):
+        if not (
+            kx is not None
+            and kx == ko
+            and kx[0] != "blank"
+            or SequenceMatcher(None, norm(x), norm(o), autojunk=False).ratio() >= 0.6
+        ):
             return False
     return True
 
@@ -211,8 +253,14 @@ def _run(pairs: list[Pair], k: int, step: int) -> list[Pair]:
     return sorted(run)
 
 
-def _identified(ctx: Ctx, keys: Sequence[str], run: list[Pair],
-                pinned: frozenset[tuple[int, int]], lo: int, hi: int) -> bool:
+def _identified(
+    ctx: Ctx,
+    keys: Sequence[str],
+    run: list[Pair],
+    pinned: frozenset[tuple[int, int]],
+    lo: int,
+    hi: int,
+) -> bool:
     """Whether a run of anchors can sit only where it does: a structural pin (a definition's
     name, a bracket opened by an anchored line) or a changed line taking a line's place is in
     it, a line of it with identity occurs once in the window, or the run as a whole does.
@@ -221,8 +269,10 @@ def _identified(ctx: Ctx, keys: Sequence[str], run: list[Pair],
     if any(forced or (j, i) in pinned for j, i, forced in run):
         return True
     index = ctx.index
-    if any(k and not index.trivial(k) and len(index.occurrences(k, lo, hi)) == 1
-           for k in (keys[j] for j, _, _ in run)):
+    if any(
+        k and not index.trivial(k) and len(index.occurrences(k, lo, hi)) == 1
+        for k in (keys[j] for j, _, _ in run)
+    ):
         return True
     return len(index.count_run([keys[j] for j, _, _ in run], lo, hi)) == 1
 
@@ -238,8 +288,15 @@ def _strong_near(ctx: Ctx, keys: Sequence[str], pairs: list[Pair], j: int, step:
     return False
 
 
-def unmarked_doubts(ctx: Ctx, hunk: Hunk, first: bool, last: bool, s: int, e: int,
-                    bounds: frozenset[int] = frozenset()) -> list[str]:
+def unmarked_doubts(
+    ctx: Ctx,
+    hunk: Hunk,
+    first: bool,
+    last: bool,
+    s: int,
+    e: int,
+    bounds: frozenset[int] = frozenset(),
+) -> list[str]:
     """A snippet end without a marker that stops a line or two short of the file's end (closing
     brackets alone, like a class's final `}`, do not count: no edit deletes just those). An end
     at a bound of a definition the hunk names (`bounds`: its first line, the line after its

@@ -72,8 +72,11 @@ class Ctx:
 
     def around(self, a: int, b: int) -> int | None:
         """Smallest indentation width of the original's nonblank lines next to [a, b)."""
-        near = [k for k in (self.index.next_nonblank(a, -1), self.index.next_nonblank(b - 1, 1))
-                if k is not None]
+        near = [
+            k
+            for k in (self.index.next_nonblank(a, -1), self.index.next_nonblank(b - 1, 1))
+            if k is not None
+        ]
         return min((width(self.index.indents[k]) for k in near), default=None)
 
 
@@ -98,30 +101,38 @@ def _split_blanks(new: Sequence[str], tail: bool) -> tuple[list[str], int]:
 
 def _region(ctx: Ctx, boundary: int, take: int, tail: bool) -> list[str]:
     lines = ctx.index.lines
-    return lines[boundary: boundary + take] if tail else lines[boundary - take: boundary]
+    return lines[boundary : boundary + take] if tail else lines[boundary - take : boundary]
 
 
 def _pair(ctx: Ctx, core: list[str], boundary: int, avail: int, tail: bool) -> tuple[int, bool]:
     """Walk outward from the boundary pairing lines: equal lines, or whole statements with the
     same key. Returns the original lines paired and whether every changed line paired."""
     lines = ctx.index.lines
-    lo, hi = ((boundary, boundary + min(avail, _WINDOW)) if tail
-              else (boundary - min(avail, _WINDOW), boundary))
+    lo, hi = (
+        (boundary, boundary + min(avail, _WINDOW))
+        if tail
+        else (boundary - min(avail, _WINDOW), boundary)
+    )
     window = lines[lo:hi]
     xs, os_ = statements(core, ctx.brackets), statements(window, ctx.brackets)
     step = 1 if tail else -1
     x, o = (0, 0) if tail else (len(core) - 1, len(window) - 1)
     while 0 <= x < len(core) and 0 <= o < len(window):
         if norm(core[x]) == norm(window[o]) and (
-                not norm(core[x]) or ctx.imap.apply(_ind(core[x])) == _ind(window[o])):
+            not norm(core[x]) or ctx.imap.apply(_ind(core[x])) == _ind(window[o])
+        ):
             x, o = x + step, o + step
             continue
         sx, so = _statement_at(xs, x, tail), _statement_at(os_, o, tail)
         if sx is None or so is None:
             break
         kx, ko = statement_key(core[sx[0]]), statement_key(window[so[0]])
-        if (kx is None or kx != ko or kx[0] == "blank"
-                or ctx.imap.apply(_ind(core[sx[0]])) != _ind(window[so[0]])):
+        if (
+            kx is None
+            or kx != ko
+            or kx[0] == "blank"
+            or ctx.imap.apply(_ind(core[sx[0]])) != _ind(window[so[0]])
+        ):
             break
         x, o = (sx[1], so[1]) if tail else (sx[0] - 1, so[0] - 1)
     taken = o if tail else len(window) - 1 - o
@@ -152,8 +163,11 @@ def _new_definitions(ctx: Ctx, core: list[str], boundary: int, tail: bool) -> bo
     if any(d.start < boundary <= d.end and ctx.index.indents[d.head] == level for d in ctx.defs):
         return False  # inside a definition at its level: between a decorator and its def, say
     index = ctx.index
-    nxt = boundary if boundary < len(index) and index.keys[boundary] else index.next_nonblank(
-        boundary, 1)
+    nxt = (
+        boundary
+        if boundary < len(index) and index.keys[boundary]
+        else index.next_nonblank(boundary, 1)
+    )
     if nxt is not None and width(index.indents[nxt]) > width(level):
         return False  # the next original line is deeper: this is inside a body
     return not _resembles_neighbour(ctx, core, boundary, tail)
@@ -162,8 +176,9 @@ def _new_definitions(ctx: Ctx, core: list[str], boundary: int, tail: bool) -> bo
 def _resembles_neighbour(ctx: Ctx, core: list[str], boundary: int, tail: bool) -> bool:
     """Whether the original definition next to the boundary has nearly `core`'s body (a rename:
     shared boilerplate like lock / unlock alone does not make one)."""
-    near = ctx.index.next_nonblank(boundary - 1, 1) if tail else ctx.index.next_nonblank(
-        boundary, -1)
+    near = (
+        ctx.index.next_nonblank(boundary - 1, 1) if tail else ctx.index.next_nonblank(boundary, -1)
+    )
     if near is None:
         return False
     for d in ctx.defs:
@@ -174,8 +189,9 @@ def _resembles_neighbour(ctx: Ctx, core: list[str], boundary: int, tail: bool) -
     return False
 
 
-def resolve(ctx: Ctx, new: Sequence[str], boundary: int, limit: int, tail: bool,
-            whole: bool = False) -> Edge:
+def resolve(
+    ctx: Ctx, new: Sequence[str], boundary: int, limit: int, tail: bool, whole: bool = False
+) -> Edge:
     """Settle an open edge: `new` lies beyond original `boundary` (after it for a tail, before
     it for a head) and may replace original lines up to `limit`.
 
@@ -195,11 +211,21 @@ def resolve(ctx: Ctx, new: Sequence[str], boundary: int, limit: int, tail: bool,
     if take and all_paired:
         take += _blank_run(ctx, boundary, take, blanks, avail, tail)
         if _seen_nearby(ctx, core, boundary + take if tail else boundary - take, limit, tail):
-            return Edge(take, False, "a changed line next to a marker equals an original line "
-                        "nearby: it may be context, with the lines between deleted")
+            return Edge(
+                take,
+                False,
+                "a changed line next to a marker equals an original line "
+                "nearby: it may be context, with the lines between deleted",
+            )
         ok = viable(ctx.mapped(core), _region(ctx, boundary, take, tail), ctx.brackets)
-        return Edge(take, ok, "" if ok else "changed lines next to a marker do not balance "
-                    "like the statements they would modify")
+        return Edge(
+            take,
+            ok,
+            ""
+            if ok
+            else "changed lines next to a marker do not balance "
+            "like the statements they would modify",
+        )
     outer = settle_outer(ctx, new, boundary, avail, tail, (take, all_paired))
     if outer is not None:
         return outer
@@ -210,18 +236,21 @@ def resolve(ctx: Ctx, new: Sequence[str], boundary: int, limit: int, tail: bool,
         take = block.take + _blank_run(ctx, boundary, block.take, blanks, avail, tail)
         return Edge(take, block.sure, block.reason)
     if take:
-        return Edge(take, False, f"changed lines next to a marker may replace more or fewer "
-                    f"than {take} original lines")
+        return Edge(
+            take,
+            False,
+            f"changed lines next to a marker may replace more or fewer than {take} original lines",
+        )
     return _guess(ctx, core, boundary, avail, tail)
 
 
-def _import_block(ctx: Ctx, core: list[str], boundary: int, avail: int,
-                  tail: bool) -> Edge | None:
+def _import_block(ctx: Ctx, core: list[str], boundary: int, avail: int, tail: bool) -> Edge | None:
     """Changed lines that are all imports, next to the original's import block: the snippet
     shows the block as it is to be (consolidated, reordered, grown). Sure when every original
     import of the block is still imported by the new ones (nothing is silently dropped)."""
     if not any(is_import(ln) for ln in core) or not all(
-            is_import(ln) or not ln.strip() for ln in core):
+        is_import(ln) or not ln.strip() for ln in core
+    ):
         return None
     lines = ctx.index.lines
     k = 0
@@ -236,13 +265,24 @@ def _import_block(ctx: Ctx, core: list[str], boundary: int, avail: int,
     if not any(is_import(ln) for ln in old):
         return None
     if not imports_cover(core, old):
-        return Edge(k, False, "the new imports drop some of the original's: a consolidation or "
-                    "new imports beside the old is unclear")
+        return Edge(
+            k,
+            False,
+            "the new imports drop some of the original's: a consolidation or "
+            "new imports beside the old is unclear",
+        )
     return Edge(k, True, "")
 
 
-def settle_outer(ctx: Ctx, new: Sequence[str], boundary: int, avail: int, tail: bool,
-                 paired: tuple[int, bool] | None = None, longer: bool = True) -> Edge | None:
+def settle_outer(
+    ctx: Ctx,
+    new: Sequence[str],
+    boundary: int,
+    avail: int,
+    tail: bool,
+    paired: tuple[int, bool] | None = None,
+    longer: bool = True,
+) -> Edge | None:
     """The edge read as outer context + new lines (`outer_context`), if that reading holds.
 
     Unsure when key pairing reads the edge differently, when the edge's lines also occur
@@ -258,32 +298,47 @@ def settle_outer(ctx: Ctx, new: Sequence[str], boundary: int, avail: int, tail: 
     if paired is None:
         paired = _pair(ctx, core, boundary, avail, tail)
     if paired[1] and paired[0] != k:
-        return Edge(take, False, "the lines next to the marker read both as context and as "
-                    "modified lines", True)
+        return Edge(
+            take,
+            False,
+            "the lines next to the marker read both as context and as modified lines",
+            True,
+        )
     keys = [norm(ln) for ln in core]
-    lo, hi = (boundary, boundary + min(avail, _WINDOW)) if tail else (
-        boundary - min(avail, _WINDOW), boundary)
+    lo, hi = (
+        (boundary, boundary + min(avail, _WINDOW))
+        if tail
+        else (boundary - min(avail, _WINDOW), boundary)
+    )
     here = boundary if tail else boundary - k
     if any(q != here for q in ctx.index.count_run(keys, lo, hi)) or (
-            longer and _longer_elsewhere(ctx, keys, k, lo, hi, tail)):
-        return Edge(take, False, "the lines next to the marker also match further on (lines "
-                    "between replaced or deleted?)", True)
-    outer = core[:k] if not tail else core[len(core) - k:]
+        longer and _longer_elsewhere(ctx, keys, k, lo, hi, tail)
+    ):
+        return Edge(
+            take,
+            False,
+            "the lines next to the marker also match further on (lines "
+            "between replaced or deleted?)",
+            True,
+        )
+    outer = core[:k] if not tail else core[len(core) - k :]
     rest = core[k:] if not tail else core[: len(core) - k]
     if not viable(ctx.mapped(rest), [], ctx.brackets):
         return Edge(take, False, "the new lines next to the marker do not balance")
-    if all(ctx.index.trivial(norm(ln)) for ln in outer) and len(core) > k and viable(
-            ctx.mapped(core), [], ctx.brackets):
+    if (
+        all(ctx.index.trivial(norm(ln)) for ln in outer)
+        and len(core) > k
+        and viable(ctx.mapped(core), [], ctx.brackets)
+    ):
         return Edge(take, False, "the lines next to the marker may be context or new code")
     return Edge(take, True, "")
 
 
-def _longer_elsewhere(ctx: Ctx, keys: Sequence[str], k: int, lo: int, hi: int,
-                      tail: bool) -> bool:
+def _longer_elsewhere(ctx: Ctx, keys: Sequence[str], k: int, lo: int, hi: int, tail: bool) -> bool:
     """Whether more of the edge's marker end than the `k` lines matching at the boundary matches
     somewhere else in the window: that reading keeps more of the snippet as context."""
     for n in range(k + 1, len(keys)):
-        part = keys[len(keys) - n:] if tail else keys[:n]
+        part = keys[len(keys) - n :] if tail else keys[:n]
         if not ctx.index.count_run(part, lo, hi):
             return False
         if any(part):
@@ -300,12 +355,13 @@ def outer_context(ctx: Ctx, new: Sequence[str], boundary: int, avail: int, tail:
     index = ctx.index
     core, _ = _split_blanks(new, tail)
     for k in range(min(len(core), avail), 0, -1):
-        ours = core[:k] if not tail else core[len(core) - k:]
+        ours = core[:k] if not tail else core[len(core) - k :]
         start = boundary - k if not tail else boundary
         if any(ln.strip() for ln in ours) and all(
-                norm(a) == index.keys[start + t]
-                and (not norm(a) or ctx.imap.apply(_ind(a)) == index.indents[start + t])
-                for t, a in enumerate(ours)):
+            norm(a) == index.keys[start + t]
+            and (not norm(a) or ctx.imap.apply(_ind(a)) == index.indents[start + t])
+            for t, a in enumerate(ours)
+        ):
             return k
     return 0
 
@@ -313,8 +369,11 @@ def outer_context(ctx: Ctx, new: Sequence[str], boundary: int, avail: int, tail:
 def _seen_nearby(ctx: Ctx, core: list[str], boundary: int, limit: int, tail: bool) -> bool:
     """Whether a changed line equals an original line beyond what the edge replaces."""
     lo, hi = (boundary, limit) if tail else (limit, boundary)
-    return any(ctx.index.occurrences(k, lo, hi) for ln in core
-               if (k := norm(ln)) and not ctx.index.trivial(k))
+    return any(
+        ctx.index.occurrences(k, lo, hi)
+        for ln in core
+        if (k := norm(ln)) and not ctx.index.trivial(k)
+    )
 
 
 def _blank_run(ctx: Ctx, boundary: int, take: int, blanks: int, avail: int, tail: bool) -> int:
@@ -329,8 +388,9 @@ def _blank_run(ctx: Ctx, boundary: int, take: int, blanks: int, avail: int, tail
 
 
 def _guess(ctx: Ctx, core: list[str], boundary: int, avail: int, tail: bool) -> Edge:
-    near = ctx.index.next_nonblank(boundary - 1, 1) if tail else ctx.index.next_nonblank(
-        boundary, -1)
+    near = (
+        ctx.index.next_nonblank(boundary - 1, 1) if tail else ctx.index.next_nonblank(boundary, -1)
+    )
     edge = core[0] if tail else core[-1]
     reason = "changed lines next to a marker: insertion or replacement is unclear"
     if near is not None and abs(near - boundary) < avail + (0 if tail else 1):

@@ -33,18 +33,29 @@ from edge_spec.apply.merge.anchors import LineIndex, norm
 _ELLIPSIS = re.compile(r"\.{3,}|…|\. \. \.")
 # Longest openers first: `{/*` must win over `{`, `/**` over `/*`, `///` over `//`.
 _COMMENT_OPENERS: tuple[tuple[str, str], ...] = (
-    ("{/*", "*/}"), ("/**", "*/"), ("/*", "*/"), ("<!--", "-->"), ("(*", "*)"),
-    ("//", ""), ("--", ""), ("#", ""), (";", ""), ("%", ""),
+    ("{/*", "*/}"),
+    ("/**", "*/"),
+    ("/*", "*/"),
+    ("<!--", "-->"),
+    ("(*", "*)"),
+    ("//", ""),
+    ("--", ""),
+    ("#", ""),
+    (";", ""),
+    ("%", ""),
 )
 _WORD = re.compile(r"[a-z]+")
 
 # Words that by themselves say "code elided here".
-STRONG_WORDS = frozenset("""
+STRONG_WORDS = frozenset(
+    """
 existing unchanged rest remaining remainder previous previously prior same omitted omit omitting
 elided elide elision unmodified untouched preserved identical snip snipped truncated skipped
-""".split())
+""".split()
+)
 # Words that occur in markers but say nothing alone ("keep", "other" are common in real comments).
-WEAK_WORDS = frozenset("""
+WEAK_WORDS = frozenset(
+    """
 the of a an code file files is are be stays stay remains remain as before here this that these
 those and or in for to it its your my our all other others more etc so on function functions
 method methods class classes implementation implementations body logic lines line content
@@ -53,7 +64,8 @@ properties props imports import tests test cases helpers handlers config setup n
 changed not nothing original from with was were goes go continues continue follows following left
 leave keep keeps kept modifications modification needed necessary like statements statement
 declarations declaration types type routes exports
-""".split())
+""".split()
+)
 LEXICON = STRONG_WORDS | WEAK_WORDS
 
 
@@ -78,7 +90,7 @@ class Hunk:
 def _strip_comment(text: str) -> tuple[str, bool]:
     for opener, closer in _COMMENT_OPENERS:
         if text.startswith(opener):
-            body = text[len(opener):]
+            body = text[len(opener) :]
             if closer and body.rstrip().endswith(closer):
                 body = body.rstrip()[: -len(closer)]
             return body.strip().lstrip(opener[-1]).strip(), True
@@ -130,11 +142,15 @@ def _neighbour(lines: Sequence[str], cand: Sequence[bool], j: int, step: int) ->
     return None
 
 
-def _sits_as_in_original(lines: Sequence[str], cand: Sequence[bool], j: int,
-                         index: LineIndex) -> bool:
+def _sits_as_in_original(
+    lines: Sequence[str], cand: Sequence[bool], j: int, index: LineIndex
+) -> bool:
     """Whether a marker-shaped line that the original has sits where the original has it."""
-    known = [(step, key) for step in (-1, 1)
-             if (key := _neighbour(lines, cand, j, step)) is not None and key in index.pos]
+    known = [
+        (step, key)
+        for step in (-1, 1)
+        if (key := _neighbour(lines, cand, j, step)) is not None and key in index.pos
+    ]
     if not known:
         return True
     for i in index.pos[norm(lines[j])]:
@@ -153,8 +169,7 @@ def _new_stub_body(lines: Sequence[str], j: int, index: LineIndex) -> bool:
     if k < 0:
         return False
     head = lines[k].rstrip()
-    return (head.endswith(":") and _indent(lines[j]) > _indent(head)
-            and norm(head) not in index.pos)
+    return head.endswith(":") and _indent(lines[j]) > _indent(head) and norm(head) not in index.pos
 
 
 def classify_markers(lines: Sequence[str], index: LineIndex, language: str) -> list[bool]:
@@ -178,8 +193,11 @@ def snippet_markers(original: str, snippet: str, language: str = "") -> tuple[st
     slines = snippet.replace("\r\n", "\n").split("\n")
     have = {ln.strip() for ln in olines}
     flags = classify_markers(slines, LineIndex(olines), language)
-    return tuple(dict.fromkeys(ln.strip() for ln, m in zip(slines, flags, strict=True)
-                               if m and ln.strip() not in have))
+    return tuple(
+        dict.fromkeys(
+            ln.strip() for ln, m in zip(slines, flags, strict=True) if m and ln.strip() not in have
+        )
+    )
 
 
 def split_hunks(lines: Sequence[str], is_marker: Sequence[bool]) -> list[Hunk]:
@@ -198,8 +216,17 @@ def split_hunks(lines: Sequence[str], is_marker: Sequence[bool]) -> list[Hunk]:
         # blank lines alone before the first or after the last marker are formatting; between
         # two markers they may be new lines with no known place (the merge cannot be sure)
         if any(r.strip() for r in run) or (run and before is not None and after is not None):
-            hunks.append(Hunk(len(hunks), tuple(run), start, before is not None,
-                              after is not None, before, after))
+            hunks.append(
+                Hunk(
+                    len(hunks),
+                    tuple(run),
+                    start,
+                    before is not None,
+                    after is not None,
+                    before,
+                    after,
+                )
+            )
         run = []
         if line is not None:
             before = after

@@ -11,8 +11,11 @@ from difflib import SequenceMatcher
 
 from edge_spec.core.types import Reference
 
-MARKER = re.compile(r"^\s*(#|//|/\*|<!--|--|;|%)?\s*\.\.\.\s*(existing code|rest of|unchanged)[^\n]*$",
-                    re.IGNORECASE)
+MARKER = re.compile(
+    r"^\s*(#|//|/\*|<!--|--|;|%)?\s*\.\.\.\s*(existing code|rest of|unchanged)[^\n]*$",
+    re.IGNORECASE,
+)
+
 
 def naive_merge(original: str, update: str) -> str:
     """Expand each `... existing code ...` marker of the snippet into the original lines it elides.
@@ -46,8 +49,9 @@ def naive_merge(original: str, update: str) -> str:
     return "\n".join(out) + ("\n" if original.endswith("\n") else "")
 
 
-def edit_references(original: str, update: str,
-                    merged: str | None = None) -> tuple[Reference, Reference]:
+def edit_references(
+    original: str, update: str, merged: str | None = None
+) -> tuple[Reference, Reference]:
     """The merge (`merged`, else the naive merge) and the original, each cut where the merge
     departs from the original."""
     merged = naive_merge(original, update) if merged is None else merged
@@ -71,8 +75,7 @@ def _locate(orig: list[str], chunk: list[str], pos: int) -> tuple[int, int] | No
     """The span of original lines [s, e) that `chunk` replaces, anchored on matching lines."""
     lines = [(j, ln.strip()) for j, ln in enumerate(chunk) if ln.strip()]
     distinctive = [(j, ln) for j, ln in lines if len(ln) >= 4] or lines
-    first = next(((j, i) for j, ln in distinctive
-                  if (i := _find(orig, ln, pos)) is not None), None)
+    first = next(((j, i) for j, ln in distinctive if (i := _find(orig, ln, pos)) is not None), None)
     if first is None:
         j, ln = distinctive[0]
         i = _fuzzy(orig, ln, pos)
@@ -106,8 +109,9 @@ def _find(lines: list[str], target: str, start: int, stop: int | None = None) ->
     return None
 
 
-def _fuzzy(lines: list[str], target: str, start: int, cutoff: float = 0.7,
-           stop: int | None = None) -> int | None:
+def _fuzzy(
+    lines: list[str], target: str, start: int, cutoff: float = 0.7, stop: int | None = None
+) -> int | None:
     best, best_i = cutoff, None
     for i in range(start, min(len(lines), stop or len(lines))):
         sm = SequenceMatcher(None, lines[i].strip(), target)

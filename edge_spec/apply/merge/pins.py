@@ -33,8 +33,9 @@ _CLOSERS = ")]}"
 
 def same(ctx: Ctx, line: str, i: int) -> bool:
     """Whether a snippet line is original line `i` unchanged (text and mapped indentation)."""
-    return (norm(line) == ctx.index.keys[i]
-            and ctx.imap.apply(indent_of(line)) == ctx.index.indents[i])
+    return (
+        norm(line) == ctx.index.keys[i] and ctx.imap.apply(indent_of(line)) == ctx.index.indents[i]
+    )
 
 
 def merge_pairs(pairs: list[Pair], extra: Sequence[Pair]) -> bool:
@@ -61,8 +62,15 @@ def definition_matches(ctx: Ctx, hunk: Hunk, lo: int, hi: int) -> list[Match]:
         if it.kind not in ("function", "class"):
             continue
         want = ctx.imap.apply(indent_of(hunk.lines[it.head]))
-        found = [d for d in ctx.defs if d.kind == it.kind and d.name == it.name
-                 and lo <= d.start and d.end < hi and ctx.index.indents[d.head] == want]
+        found = [
+            d
+            for d in ctx.defs
+            if d.kind == it.kind
+            and d.name == it.name
+            and lo <= d.start
+            and d.end < hi
+            and ctx.index.indents[d.head] == want
+        ]
         if len(found) == 1:
             out.append((it, found[0]))
     return out
@@ -80,15 +88,25 @@ def new_definitions(ctx: Ctx, hunk: Hunk) -> list[tuple[Definition, list[Definit
     for it in hunk_definitions(ctx.language, hunk.lines) or ():
         if it.kind in ("function", "class") and it.complete and (it.kind, it.name) not in ctx.names:
             want = ctx.imap.apply(indent_of(hunk.lines[it.head]))
-            out.append((it, [d for d in ctx.defs if d.kind == it.kind
-                             and ctx.index.indents[d.head] == want]))
+            out.append(
+                (
+                    it,
+                    [
+                        d
+                        for d in ctx.defs
+                        if d.kind == it.kind and ctx.index.indents[d.head] == want
+                    ],
+                )
+            )
     return out
 
 
-def confine(matches: Sequence[Match],
-            fresh: Sequence[tuple[Definition, list[Definition]]] = ()) -> PairOk:
+def confine(
+    matches: Sequence[Match], fresh: Sequence[tuple[Definition, list[Definition]]] = ()
+) -> PairOk:
     """A pair test: hunk lines inside a matched definition pair only with lines inside it, and
     lines of a new definition never with lines inside an existing one at its level."""
+
     def ok(j: int, i: int) -> bool:
         for it, d in matches:
             if (it.start <= j <= it.end) != (d.start <= i <= d.end):
@@ -99,6 +117,7 @@ def confine(matches: Sequence[Match],
             if it.start <= j <= it.end and any(d.start <= i <= d.end for d in others):
                 return False
         return True
+
     return ok
 
 
@@ -114,8 +133,9 @@ def definition_pairs(ctx: Ctx, hunk: Hunk, matches: Sequence[Match], pairs: list
         decorated = it.start < it.head
         ja, ia = (it.start, d.start) if decorated else (it.head, d.head)
         extra.append((ja, ia, not same(ctx, hunk.lines[ja], ia)))
-        whole = it.complete and (it.end < nonblank[-1] or closed(ctx, hunk, it.head)
-                                 or _given_whole(ctx, hunk, it, d))
+        whole = it.complete and (
+            it.end < nonblank[-1] or closed(ctx, hunk, it.head) or _given_whole(ctx, hunk, it, d)
+        )
         if whole and it.end > ja:
             extra.append((it.end, d.end, not same(ctx, hunk.lines[it.end], d.end)))
             why = "whole definition replaced by name"
@@ -151,19 +171,30 @@ def _ends_together(ctx: Ctx, hunk: Hunk, it: Definition, d: Definition) -> bool:
     """Whether the shown body and the original's align to their ends: a body that stops early
     leaves the original's last lines unmatched, one given whole rewrites or keeps them. Needs
     most of the original body kept, and bodies of a like size."""
-    mine = [norm(ln) for ln in hunk.lines[it.head + 1: it.end + 1] if ln.strip()]
-    theirs = [k for k in ctx.index.keys[d.head + 1: d.end + 1] if k]
+    mine = [norm(ln) for ln in hunk.lines[it.head + 1 : it.end + 1] if ln.strip()]
+    theirs = [k for k in ctx.index.keys[d.head + 1 : d.end + 1] if k]
     if len(theirs) < 2 or not 0.5 <= len(mine) / len(theirs) <= 2:
         return False
     ops = SequenceMatcher(None, mine, theirs, autojunk=False).get_opcodes()
     kept = sum(i2 - i1 for op, i1, i2, _, _ in ops if op == "equal")
     tag, i1, i2, j1, j2 = ops[-1]
-    return tag in ("equal", "replace") and i2 == len(mine) and j2 == len(theirs) and (
-        kept >= len(theirs) / 2)
+    return (
+        tag in ("equal", "replace")
+        and i2 == len(mine)
+        and j2 == len(theirs)
+        and (kept >= len(theirs) / 2)
+    )
 
 
-def closer_pairs(ctx: Ctx, hunk: Hunk, texts: Sequence[str | None], matched: dict[int, int],
-                 lo: int, hi: int, pairs: list[Pair]) -> bool:
+def closer_pairs(
+    ctx: Ctx,
+    hunk: Hunk,
+    texts: Sequence[str | None],
+    matched: dict[int, int],
+    lo: int,
+    hi: int,
+    pairs: list[Pair],
+) -> bool:
     """Anchor closing-bracket lines whose opening line is anchored (here or in earlier hunks)."""
     added = False
     for j, line in enumerate(hunk.lines):
@@ -179,9 +210,13 @@ def closer_pairs(ctx: Ctx, hunk: Hunk, texts: Sequence[str | None], matched: dic
         c = _closer(ctx, o, found[1])
         # Formatted code closes a bracket at the indentation of the line that opened it; a
         # mismatch means the opener was elided and the scan crossed the marker into other code.
-        if (c is None or ctx.index.keys[c] != key or not lo <= c < hi
-                or ctx.index.indents[c] != ctx.index.indents[o]
-                or ctx.imap.apply(indent_of(line)) != ctx.index.indents[o]):
+        if (
+            c is None
+            or ctx.index.keys[c] != key
+            or not lo <= c < hi
+            or ctx.index.indents[c] != ctx.index.indents[o]
+            or ctx.imap.apply(indent_of(line)) != ctx.index.indents[o]
+        ):
             continue
         added = merge_pairs(pairs, [(j, c, False)]) or added
     return added
@@ -219,8 +254,9 @@ def _closer(ctx: Ctx, line: int, col: int) -> int | None:
     return None
 
 
-def block_end(ctx: Ctx, hunk: Hunk, snippet: Sequence[str], is_marker: Sequence[bool],
-              matched: dict[int, int]) -> tuple[int, int] | None:
+def block_end(
+    ctx: Ctx, hunk: Hunk, snippet: Sequence[str], is_marker: Sequence[bool], matched: dict[int, int]
+) -> tuple[int, int] | None:
     """(first line of the block, line after it) when the hunk is the end of an anchored block.
 
     The marker before the hunk is deeper than some anchored header line above it, every hunk
@@ -230,8 +266,9 @@ def block_end(ctx: Ctx, hunk: Hunk, snippet: Sequence[str], is_marker: Sequence[
     if hunk.indent_before is None:
         return None
     k = hunk.start - 1
-    while k >= 0 and (is_marker[k] or not snippet[k].strip()
-                      or width(indent_of(snippet[k])) >= hunk.indent_before):
+    while k >= 0 and (
+        is_marker[k] or not snippet[k].strip() or width(indent_of(snippet[k])) >= hunk.indent_before
+    ):
         k -= 1
     if k < 0 or k not in matched:
         return None
@@ -280,12 +317,15 @@ def _ends_on_exit(ctx: Ctx, hunk: Hunk, header: int) -> bool:
     if end is None:
         return False
     tail = ctx.index.keys[end]
-    return (ctx.imap.apply(indent_of(last)) == ctx.index.indents[end]
-            and tail.split(None, 1)[0].rstrip(";") in _EXITS)
+    return (
+        ctx.imap.apply(indent_of(last)) == ctx.index.indents[end]
+        and tail.split(None, 1)[0].rstrip(";") in _EXITS
+    )
 
 
-def file_end_pairs(ctx: Ctx, hunk: Hunk, first: bool, last: bool, pairs: list[Pair],
-                   ok: PairOk) -> bool:
+def file_end_pairs(
+    ctx: Ctx, hunk: Hunk, first: bool, last: bool, pairs: list[Pair], ok: PairOk
+) -> bool:
     """Anchor an unmarked snippet end on the file's end when their lines are the same.
 
     A snippet whose last lines (without a marker after them) are the original's last lines
@@ -331,14 +371,20 @@ def key_anchor(ctx: Ctx, hunk: Hunk, lo: int, hi: int) -> int | None:
     if is_import(first):  # an import block shown as it is to be: at the original's imports
         at = next((i for i in range(lo, hi) if is_import(ctx.index.lines[i])), None)
         rest = range(at + 1, hi) if at is not None else range(0)
-        later = next((i for i in rest if ctx.index.keys[i] and not is_import(ctx.index.lines[i])),
-                     hi)
+        later = next(
+            (i for i in rest if ctx.index.keys[i] and not is_import(ctx.index.lines[i])), hi
+        )
         if at is not None and not any(is_import(ctx.index.lines[i]) for i in range(later, hi)):
             return at  # one import block only: several would leave the place in doubt
     key = statement_key(first)
     if key is None or key[0] not in ("def", "assign", "key", "import"):
         return None
     want = ctx.imap.apply(indent_of(first))
-    hits = [i for i in range(lo, hi) if ctx.index.indents[i] == want
-            and key[1] in ctx.index.keys[i] and statement_key(ctx.index.lines[i]) == key]
+    hits = [
+        i
+        for i in range(lo, hi)
+        if ctx.index.indents[i] == want
+        and key[1] in ctx.index.keys[i]
+        and statement_key(ctx.index.lines[i]) == key
+    ]
     return hits[0] if len(hits) == 1 else None

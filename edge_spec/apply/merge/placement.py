@@ -75,21 +75,30 @@ class Placement:
 def place(ctx: Ctx, hunk: Hunk, env: Env) -> Placement:
     """Place one hunk inside original [env.lo, env.hi) and say how sure that is."""
     if not any(ln.strip() for ln in hunk.lines):
-        return Placement(env.lo, env.lo, (), "unplaced", "blank lines between two markers: "
-                         "formatting, or new lines whose place is unknown")
+        return Placement(
+            env.lo,
+            env.lo,
+            (),
+            "unplaced",
+            "blank lines between two markers: formatting, or new lines whose place is unknown",
+        )
     keys = [norm(ln) for ln in hunk.lines]
     matches = definition_matches(ctx, hunk, env.lo, env.hi)
     inside = confine(matches, new_definitions(ctx, hunk))
 
     def pair_ok(j: int, i: int) -> bool:
-        return (not keys[j] or ctx.imap.apply(indent_of(hunk.lines[j])) == ctx.index.indents[i]
-                ) and inside(j, i)
+        return (
+            not keys[j] or ctx.imap.apply(indent_of(hunk.lines[j])) == ctx.index.indents[i]
+        ) and inside(j, i)
 
     blocks = find_blocks(keys, ctx.index, env.lo, env.hi, pair_ok)
     uniq = anchor_lines(keys, ctx.index)
     chain = best_chain(blocks, None, ctx.index, keys, uniq)
-    pairs: list[Pair] = [] if chain is None else [
-        (b.j + k, b.i + k, False) for b in chain.blocks for k in range(b.n)]
+    pairs: list[Pair] = (
+        []
+        if chain is None
+        else [(b.j + k, b.i + k, False) for b in chain.blocks for k in range(b.n)]
+    )
     chained = {(j, i) for j, i, _ in pairs}
     pinned = definition_pairs(ctx, hunk, matches, pairs)
     if closer_pairs(ctx, hunk, env.texts, env.matched, env.lo, env.hi, pairs):
@@ -104,25 +113,41 @@ def place(ctx: Ctx, hunk: Hunk, env: Env) -> Placement:
     e, j1 = _tail(ctx, hunk, env, pairs, doubts, block)
     lines = _render(ctx, hunk, pairs, s, e, j0, j1)
     noop = lines == ctx.index.lines[s:e]
-    doubts += chain_doubts(ctx, hunk, keys, blocks, chain, env.lo, env.hi, uniq, bool(pinned),
-                           noop)
+    doubts += chain_doubts(ctx, hunk, keys, blocks, chain, env.lo, env.hi, uniq, bool(pinned), noop)
     doubts += gap_doubts(ctx, hunk, keys, pairs, pins, env.lo, env.hi)
     shown = [j for j, ln in enumerate(hunk.lines) if ln.strip()]
-    bounds = frozenset([d.start for it, d in matches if it.start == shown[0]]
-                       + [d.end + 1 for it, d in matches if it.end == shown[-1]])
+    bounds = frozenset(
+        [d.start for it, d in matches if it.start == shown[0]]
+        + [d.end + 1 for it, d in matches if it.end == shown[-1]]
+    )
     doubts += unmarked_doubts(ctx, hunk, env.first, env.last, s, e, bounds)
-    return _verdict(ctx, s, e, lines, doubts, pinned or _why_sure(pairs),
-                    tuple((j, i) for j, i, forced in pairs if not forced))
+    return _verdict(
+        ctx,
+        s,
+        e,
+        lines,
+        doubts,
+        pinned or _why_sure(pairs),
+        tuple((j, i) for j, i, forced in pairs if not forced),
+    )
 
 
-def _verdict(ctx: Ctx, s: int, e: int, lines: list[str], doubts: list[str], why: str,
-             pairs: tuple[tuple[int, int], ...] = ()) -> Placement:
+def _verdict(
+    ctx: Ctx,
+    s: int,
+    e: int,
+    lines: list[str],
+    doubts: list[str],
+    why: str,
+    pairs: tuple[tuple[int, int], ...] = (),
+) -> Placement:
     # Checked over the whole span, not per gap: an insertion of repeated structure aligns at
     # several equivalent offsets ("sliding"), and only the sum of the gaps is meaningful.
     if not viable(lines, ctx.index.lines[s:e], ctx.brackets, ctx.around(s, e)):
         doubts.append(f"original lines {s + 1}-{e} do not balance like their replacement")
-    return Placement(s, e, tuple(lines), "ambiguous" if doubts else "exact",
-                     doubts[0] if doubts else why, pairs)
+    return Placement(
+        s, e, tuple(lines), "ambiguous" if doubts else "exact", doubts[0] if doubts else why, pairs
+    )
 
 
 def _without_pairs(ctx: Ctx, hunk: Hunk, env: Env, block: tuple[int, int] | None) -> Placement:
@@ -139,8 +164,13 @@ def _without_pairs(ctx: Ctx, hunk: Hunk, env: Env, block: tuple[int, int] | None
         at = key_anchor(ctx, hunk, env.lo, env.hi)
         if at is None:  # no place: keep the snippet's order (a snippet's last hunk goes last)
             at = env.hi if (env.last and not hunk.marker_after) else env.lo
-            return Placement(at, at, tuple(ctx.out(ln) for ln in hunk.lines), "unplaced",
-                             "no line of the hunk matches the original")
+            return Placement(
+                at,
+                at,
+                tuple(ctx.out(ln) for ln in hunk.lines),
+                "unplaced",
+                "no line of the hunk matches the original",
+            )
         edge = resolve(ctx, lines, at, env.hi, tail=True)
         s, e = at, at + edge.take
         doubts = [] if edge.sure and edge.take else [edge.reason or "no context"]
@@ -158,7 +188,7 @@ def _trim_blanks(ctx: Ctx, hunk: Hunk, pairs: list[Pair], tail: bool) -> None:
     blank line may as well be the new code's (the edge settles it, `edges._blank_run`)."""
     while len(pairs) > 1:
         j, i, forced = pairs[-1] if tail else pairs[0]
-        beyond = hunk.lines[j + 1:] if tail else hunk.lines[:j]
+        beyond = hunk.lines[j + 1 :] if tail else hunk.lines[:j]
         if forced or ctx.index.keys[i] or not any(ln.strip() for ln in beyond):
             return
         pairs.pop(-1 if tail else 0)
@@ -173,15 +203,18 @@ def _extend(ctx: Ctx, hunk: Hunk, env: Env, pairs: list[Pair], step: int) -> Non
     j, i, _ = pairs[0 if step < 0 else -1]
     j_anchor = j
     grown: list[Pair] = []
-    while (0 <= j + step < len(hunk.lines) and env.lo <= i + step < env.hi
-           and same(ctx, hunk.lines[j + step], i + step)):
+    while (
+        0 <= j + step < len(hunk.lines)
+        and env.lo <= i + step < env.hi
+        and same(ctx, hunk.lines[j + step], i + step)
+    ):
         j, i = j + step, i + step
         grown.append((j, i, False))
-    rest = hunk.lines[j + 1:] if step > 0 else hunk.lines[:j]
+    rest = hunk.lines[j + 1 :] if step > 0 else hunk.lines[:j]
     while grown and not ctx.index.keys[grown[-1][1]] and any(ln.strip() for ln in rest):
         grown.pop()
         j = grown[-1][0] if grown else j_anchor
-        rest = hunk.lines[j + 1:] if step > 0 else hunk.lines[:j]
+        rest = hunk.lines[j + 1 :] if step > 0 else hunk.lines[:j]
     if step < 0:
         pairs[:0] = grown[::-1]
     else:
@@ -197,18 +230,27 @@ def _slide(ctx: Ctx, hunk: Hunk, env: Env, pairs: list[Pair], tail: bool) -> Edg
     """
     order = pairs[::-1] if tail else pairs
     lead = 0
-    while (lead < len(order) and not order[lead][2]
-           and ctx.index.trivial(ctx.index.keys[order[lead][1]])
-           and (lead == 0 or abs(order[lead][1] - order[lead - 1][1]) == 1)):
+    while (
+        lead < len(order)
+        and not order[lead][2]
+        and ctx.index.trivial(ctx.index.keys[order[lead][1]])
+        and (lead == 0 or abs(order[lead][1] - order[lead - 1][1]) == 1)
+    ):
         lead += 1
     found: list[tuple[int, Edge, Sequence[str], int]] = []
     for u in range(min(lead + 1, len(order))):
         j, i, _ = order[u]
-        edge = hunk.lines[j + 1:] if tail else hunk.lines[:j]
+        edge = hunk.lines[j + 1 :] if tail else hunk.lines[:j]
         if not any(ln.strip() for ln in edge):
             continue
-        edge_at = settle_outer(ctx, edge, i + 1 if tail else i,
-                               (env.hi - i - 1) if tail else (i - env.lo), tail, longer=False)
+        edge_at = settle_outer(
+            ctx,
+            edge,
+            i + 1 if tail else i,
+            (env.hi - i - 1) if tail else (i - env.lo),
+            tail,
+            longer=False,
+        )
         if edge_at is not None:
             found.append((u, edge_at, edge, i))
     sure = [f for f in found if f[1].sure]
@@ -217,16 +259,17 @@ def _slide(ctx: Ctx, hunk: Hunk, env: Env, pairs: list[Pair], tail: bool) -> Edg
     # Shifted readings give the same text; the one with the most outer context is checked for
     # a longer match elsewhere (at a smaller shift that match is just this reading).
     u, edge_at, best, i = max(sure, key=lambda f: f[1].take)
-    checked = settle_outer(ctx, best, i + 1 if tail else i,
-                           (env.hi - i - 1) if tail else (i - env.lo), tail)
+    checked = settle_outer(
+        ctx, best, i + 1 if tail else i, (env.hi - i - 1) if tail else (i - env.lo), tail
+    )
     pairs[:] = pairs[: len(pairs) - u] if tail else pairs[u:]
     rival = next((f[1] for f in found if f[1].rival), None) or (
-        checked if checked is not None and not checked.sure else None)
+        checked if checked is not None and not checked.sure else None
+    )
     return edge_at if rival is None else Edge(edge_at.take, False, rival.reason, True)
 
 
-def _head(ctx: Ctx, hunk: Hunk, env: Env, pairs: list[Pair],
-          doubts: list[str]) -> tuple[int, int]:
+def _head(ctx: Ctx, hunk: Hunk, env: Env, pairs: list[Pair], doubts: list[str]) -> tuple[int, int]:
     """Where the hunk starts in the original, and its first hunk line that goes out."""
     _trim_blanks(ctx, hunk, pairs, False)
     _extend(ctx, hunk, env, pairs, -1)
@@ -246,17 +289,26 @@ def _head(ctx: Ctx, hunk: Hunk, env: Env, pairs: list[Pair],
     return i - edge.take, 0
 
 
-def _tail(ctx: Ctx, hunk: Hunk, env: Env, pairs: list[Pair], doubts: list[str],
-          block: tuple[int, int] | None) -> tuple[int, int]:
+def _tail(
+    ctx: Ctx,
+    hunk: Hunk,
+    env: Env,
+    pairs: list[Pair],
+    doubts: list[str],
+    block: tuple[int, int] | None,
+) -> tuple[int, int]:
     """Where the hunk ends in the original (exclusive), and its end in the hunk."""
     _trim_blanks(ctx, hunk, pairs, True)
     _extend(ctx, hunk, env, pairs, 1)
     j, i, _ = pairs[-1]
     if block is not None and i < block[1] <= env.hi:
         return block[1], len(hunk.lines)  # the hunk ends the block: up to its last line
-    if not any(ln.strip() for ln in hunk.lines[j + 1:]):
-        doubt = (blank_doubt(ctx, i + 1, env.hi, True, hunk.marker_after)
-                 if j + 1 < len(hunk.lines) else None)
+    if not any(ln.strip() for ln in hunk.lines[j + 1 :]):
+        doubt = (
+            blank_doubt(ctx, i + 1, env.hi, True, hunk.marker_after)
+            if j + 1 < len(hunk.lines)
+            else None
+        )
         doubts += [doubt] if doubt else []
         return i + 1, j + 1
     slid = _slide(ctx, hunk, env, pairs, True)
@@ -264,14 +316,13 @@ def _tail(ctx: Ctx, hunk: Hunk, env: Env, pairs: list[Pair], doubts: list[str],
         if not slid.sure:
             doubts.append(slid.reason)
         return pairs[-1][1] + 1 + slid.take, len(hunk.lines)
-    edge = resolve(ctx, hunk.lines[j + 1:], i + 1, env.hi, tail=True, whole=env.whole)
+    edge = resolve(ctx, hunk.lines[j + 1 :], i + 1, env.hi, tail=True, whole=env.whole)
     if not edge.sure:
         doubts.append(edge.reason)
     return i + 1 + edge.take, len(hunk.lines)
 
 
-def _render(ctx: Ctx, hunk: Hunk, pairs: list[Pair], s: int, e: int, j0: int,
-            j1: int) -> list[str]:
+def _render(ctx: Ctx, hunk: Hunk, pairs: list[Pair], s: int, e: int, j0: int, j1: int) -> list[str]:
     """The output for original [s, e): hunk lines [j0, j1), context lines as the original has
     them (its whitespace), changed lines in the original's style."""
     out: list[str] = []

@@ -118,7 +118,7 @@ def split_original(text: str) -> tuple[list[str], str, bool]:
     lines.pop() if final or not text else None
     ended = lines if final else lines[:-1]
     if ended and all(ln.endswith("\r") for ln in ended):
-        return [ln[:-1] for ln in ended] + lines[len(ended):], "\r\n", final
+        return [ln[:-1] for ln in ended] + lines[len(ended) :], "\r\n", final
     return lines, "\n", final
 
 
@@ -129,8 +129,9 @@ def _snippet_lines(text: str) -> list[str]:
     return lines
 
 
-def structural_merge(original: str, snippet: str, lang: str = "",
-                     path: str | None = None) -> MergeResult:
+def structural_merge(
+    original: str, snippet: str, lang: str = "", path: str | None = None
+) -> MergeResult:
     """Merge a lazy edit snippet into the original file, with a verdict per hunk.
 
     >>> r = structural_merge("a = 1\\nb = 2\\nc = 3\\n", "# ...\\nb = 20\\nc = 3\\n", "python")
@@ -150,9 +151,15 @@ def structural_merge(original: str, snippet: str, lang: str = "",
         return _into_empty(hunks, any(is_marker), eol, language)
     tree = parse(language, encode_lines(olines))
     defs = definitions(language, tree)
-    ctx = Ctx(index, language, Brackets(language), IndentMap(), defs,
-              {(d.kind, d.name) for d in defs},
-              keep_trailing=any(ln != ln.rstrip() for ln in olines) or not _pasted(snippet, eol))
+    ctx = Ctx(
+        index,
+        language,
+        Brackets(language),
+        IndentMap(),
+        defs,
+        {(d.kind, d.name) for d in defs},
+        keep_trailing=any(ln != ln.rstrip() for ln in olines) or not _pasted(snippet, eol),
+    )
     chosen = pick_ordered([_candidates(h, index) for h in hunks])
     ctx.imap = learn_indent(_indent_pairs(hunks, chosen, index) + _definition_indents(ctx, hunks))
     style, unit, sure = indent_style(olines)
@@ -162,12 +169,22 @@ def structural_merge(original: str, snippet: str, lang: str = "",
     whole = not any(is_marker) and _covers(chosen[0], index)
     placements = _place_all(ctx, hunks, chosen, slines, is_marker, whole)
     out = assemble(olines, placements)
-    verdicts = [HunkVerdict(h.index, p.status, p.reason, h.span,
-                            None if p.status == "unplaced" else (p.start, p.end))
-                for h, p in zip(hunks, placements, strict=True)]
+    verdicts = [
+        HunkVerdict(
+            h.index,
+            p.status,
+            p.reason,
+            h.span,
+            None if p.status == "unplaced" else (p.start, p.end),
+        )
+        for h, p in zip(hunks, placements, strict=True)
+    ]
     if ctx.guessed:
-        verdicts = _downgrade(verdicts, "changed lines re-indented to the file's style by a "
-                              "guessed unit (no context line shows it)")
+        verdicts = _downgrade(
+            verdicts,
+            "changed lines re-indented to the file's style by a "
+            "guessed unit (no context line shows it)",
+        )
     verdicts = _validate(language, tree, ctx, placements, verdicts)
     text = eol.join(out) + (eol if final or not original else "")
     edits = tuple(Edit(p.start, p.end, p.lines) for p in placements)
@@ -183,8 +200,11 @@ def _pasted(snippet: str, eol: str) -> bool:
 def _into_empty(hunks: Sequence[Hunk], marked: bool, eol: str, language: str) -> MergeResult:
     lines = [ln for h in hunks for ln in h.lines]
     status: HunkStatus = "ambiguous" if marked else "exact"
-    reason = ("markers refer to an empty original" if marked
-              else "the original is empty: the snippet is the file")
+    reason = (
+        "markers refer to an empty original"
+        if marked
+        else "the original is empty: the snippet is the file"
+    )
     verdicts = tuple(HunkVerdict(h.index, status, reason, h.span, (0, 0)) for h in hunks)
     return MergeResult(eol.join(lines) + eol, verdicts, language)
 
@@ -194,8 +214,9 @@ def _candidates(hunk: Hunk, index: LineIndex) -> list[Chain]:
     return candidate_chains(find_blocks(keys, index, 0, len(index)), index, keys)
 
 
-def _indent_pairs(hunks: Sequence[Hunk], chosen: Sequence[Chain | None],
-                  index: LineIndex) -> list[tuple[str, str]]:
+def _indent_pairs(
+    hunks: Sequence[Hunk], chosen: Sequence[Chain | None], index: LineIndex
+) -> list[tuple[str, str]]:
     pairs = []
     for h, chain in zip(hunks, chosen, strict=True):
         for b in chain.blocks if chain else ():
@@ -214,7 +235,7 @@ def _definition_indents(ctx: Ctx, hunks: Sequence[Hunk]) -> list[tuple[str, str]
         for it in hunk_definitions(ctx.language, h.lines) or ():
             found = [d for d in ctx.defs if (d.kind, d.name) == (it.kind, it.name)]
             if it.kind in ("function", "class") and it.complete and len(found) == 1:
-                n = sum(1 for ln in h.lines[it.start: it.end + 1] if ln.strip())
+                n = sum(1 for ln in h.lines[it.start : it.end + 1] if ln.strip())
                 pairs += [(indent_of(h.lines[it.head]), ctx.index.indents[found[0].head])] * n
     return pairs
 
@@ -227,15 +248,21 @@ def _covers(chain: Chain | None, index: LineIndex) -> bool:
     return matched >= _WHOLE_COVER * sum(1 for k in index.keys if k)
 
 
-def _place_all(ctx: Ctx, hunks: Sequence[Hunk], chosen: Sequence[Chain | None],
-               slines: Sequence[str], is_marker: Sequence[bool], whole: bool) -> list[Placement]:
-    texts = [None if m else ctx.brackets.code(norm(ln))
-             for ln, m in zip(slines, is_marker, strict=True)]
-    env = Env(0, len(ctx.index), True, len(hunks) == 1, whole, list(slines), list(is_marker),
-              texts)
+def _place_all(
+    ctx: Ctx,
+    hunks: Sequence[Hunk],
+    chosen: Sequence[Chain | None],
+    slines: Sequence[str],
+    is_marker: Sequence[bool],
+    whole: bool,
+) -> list[Placement]:
+    texts = [
+        None if m else ctx.brackets.code(norm(ln)) for ln, m in zip(slines, is_marker, strict=True)
+    ]
+    env = Env(0, len(ctx.index), True, len(hunks) == 1, whole, list(slines), list(is_marker), texts)
     out: list[Placement] = []
     for k, hunk in enumerate(hunks):
-        nxt = next((c.start for c in chosen[k + 1:] if c is not None), len(ctx.index))
+        nxt = next((c.start for c in chosen[k + 1 :] if c is not None), len(ctx.index))
         env.hi, env.first, env.last = max(nxt, env.lo), k == 0, k == len(hunks) - 1
         placed = place(ctx, hunk, env)
         out.append(placed)
@@ -250,15 +277,16 @@ def assemble(olines: Sequence[str], placements: Sequence[Placement | Edit]) -> l
     out: list[str] = []
     pos = 0
     for p in placements:
-        out += olines[pos: max(pos, p.start)]
+        out += olines[pos : max(pos, p.start)]
         out += p.lines
         pos = max(pos, p.end)
     out += olines[pos:]
     return out
 
 
-def _validate(language: str, tree: Any, ctx: Ctx, placements: Sequence[Placement],
-              verdicts: list[HunkVerdict]) -> list[HunkVerdict]:
+def _validate(
+    language: str, tree: Any, ctx: Ctx, placements: Sequence[Placement], verdicts: list[HunkVerdict]
+) -> list[HunkVerdict]:
     """Downgrade exact hunks when the merged file breaks a parse or duplicates a definition;
     where no definition can be seen (no grammar, or a file of statements or data), when it
     holds a block of new lines twice: the stand-in for a duplicated definition (with one, tests
@@ -267,12 +295,16 @@ def _validate(language: str, tree: Any, ctx: Ctx, placements: Sequence[Placement
         return verdicts
     twice = _doubled_block(ctx, placements) if tree is None or not ctx.defs else None
     if twice is not None:
-        return _downgrade(verdicts, f"new lines also stand at original line {twice + 1}: moved "
-                          "code whose old copy is kept?")
+        return _downgrade(
+            verdicts,
+            f"new lines also stand at original line {twice + 1}: moved "
+            "code whose old copy is kept?",
+        )
     if tree is None or tree.root_node.has_error:
         return verdicts  # the original does not parse: the check says nothing
-    merged = reparse(language, tree, ctx.index.lines,
-                     [(p.start, p.end, p.lines) for p in placements])
+    merged = reparse(
+        language, tree, ctx.index.lines, [(p.start, p.end, p.lines) for p in placements]
+    )
     reason = None
     bad = error_line(merged)
     if bad is not None:
@@ -297,7 +329,7 @@ def _doubled_block(ctx: Ctx, placements: Sequence[Placement]) -> int | None:
         kept = {i for _, i in p.pairs}
         context = {index.lines[i] for i in kept}
         keys = [norm(ln) if ln not in context else None for ln in p.lines]
-        runs = [[x or "" for x in keys[k: k + _MOVED]] for k in range(len(keys) - _MOVED + 1)]
+        runs = [[x or "" for x in keys[k : k + _MOVED]] for k in range(len(keys) - _MOVED + 1)]
         runs = [r for r in runs if all(x and not index.trivial(x) for x in r)]
         runs += _new_blocks(index, keys)
         for run in runs:
@@ -327,5 +359,7 @@ def _new_blocks(index: LineIndex, keys: Sequence[str | None]) -> list[list[str]]
 
 
 def _downgrade(verdicts: Sequence[HunkVerdict], reason: str) -> list[HunkVerdict]:
-    return [replace(v, status="ambiguous", reason=reason) if v.status == "exact" else v
-            for v in verdicts]
+    return [
+        replace(v, status="ambiguous", reason=reason) if v.status == "exact" else v
+        for v in verdicts
+    ]

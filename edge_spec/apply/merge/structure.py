@@ -79,8 +79,9 @@ def _min_width(lines: Sequence[str]) -> int | None:
     return min(widths) if widths else None
 
 
-def viable(new: Sequence[str], old: Sequence[str], brackets: Brackets,
-           around: int | None = None) -> bool:
+def viable(
+    new: Sequence[str], old: Sequence[str], brackets: Brackets, around: int | None = None
+) -> bool:
     """Whether replacing original lines `old` by snippet lines `new` can be a correct edit.
 
     `new` must already carry the original's indentation style; `around` is the smallest
@@ -114,7 +115,7 @@ class IndentMap:
         if self.kind == "add":
             return self.prefix + indent
         if self.kind == "drop":
-            return indent[len(self.prefix):] if indent.startswith(self.prefix) else indent
+            return indent[len(self.prefix) :] if indent.startswith(self.prefix) else indent
         return indent
 
     def line(self, text: str) -> str:
@@ -165,7 +166,7 @@ def indent_style(lines: Sequence[str]) -> tuple[str, int, bool]:
         elif first == " " and ln.strip():
             spaces += 1
             w = len(ln) - len(ln.lstrip(" "))
-            if ln[w:w + 1] != "\t":
+            if ln[w : w + 1] != "\t":
                 widths.add(w)
     style = "tabs" if tabs and not spaces else "spaces" if spaces and not tabs else ""
     unit = 0
@@ -178,26 +179,32 @@ def restyle(line: str, style: str, unit: int) -> str:
     """Re-indent a line whose indentation uses the character the file never indents with."""
     ind = line[: len(line) - len(line.lstrip(" \t"))]
     if style == "spaces" and "\t" in ind:
-        return ind.replace("\t", " " * unit) + line[len(ind):]
+        return ind.replace("\t", " " * unit) + line[len(ind) :]
     if style == "tabs" and " " in ind and unit:
         n = ind.count("\t") * unit + ind.count(" ")
-        return "\t" * (n // unit) + " " * (n % unit) + line[len(ind):]
+        return "\t" * (n // unit) + " " * (n % unit) + line[len(ind) :]
     return line
 
 
 _DEF = re.compile(
     r"^(?:export\s+)?(?:default\s+)?(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?"
     r"(?:def|class|function\*?|func|fn|struct|enum|interface|trait|type|mod|module|namespace)\s+"
-    r"(?:\([^)]*\)\s*)?([A-Za-z_$][\w$]*)")
+    r"(?:\([^)]*\)\s*)?([A-Za-z_$][\w$]*)"
+)
 _METHOD = re.compile(r"^(?:[\w<>\[\],.?]+\s+)+([A-Za-z_]\w*)\s*\([^;]*$")
 _ASSIGN = re.compile(
     r"^(?:(?:const|let|var|final|static|pub|mut|private|public|protected|readonly|export)\s+)*"
-    r"([A-Za-z_$][\w$.]*(?:\[[^\]]*\])?)\s*(?::[^=]+?)?\s*(?::=|=)(?!=)")
+    r"([A-Za-z_$][\w$.]*(?:\[[^\]]*\])?)\s*(?::[^=]+?)?\s*(?::=|=)(?!=)"
+)
 _KEYED = re.compile(r"^[\"']?([\w$-]+)[\"']?\s*:\s*\S")
-_IMPORT = re.compile(r"^(?:from\s+(\S+)\s+import\b|import\s+([\w.]+)\s*$|import\b.*\bfrom\s+"
-                     r"['\"]([^'\"]+)['\"])")
-_NOT_NAMES = frozenset("return throw new else if while for switch case default yield await "
-                       "raise assert del print not and or in is lambda elif except".split())
+_IMPORT = re.compile(
+    r"^(?:from\s+(\S+)\s+import\b|import\s+([\w.]+)\s*$|import\b.*\bfrom\s+"
+    r"['\"]([^'\"]+)['\"])"
+)
+_NOT_NAMES = frozenset(
+    "return throw new else if while for switch case default yield await "
+    "raise assert del print not and or in is lambda elif except".split()
+)
 
 
 def statement_key(line: str) -> tuple[str, str] | None:
@@ -249,10 +256,13 @@ def statements(lines: Sequence[str], brackets: Brackets) -> list[tuple[int, int]
 
 _IMPORT_LINE = re.compile(
     r"(?:import\s|from\s+\S+\s+import\s|use\s|using\s|#\s*include\s|require(?:_relative)?[\s(]"
-    r"|extern\s+crate\s)")
+    r"|extern\s+crate\s)"
+)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_NOT_IMPORTED = frozenset("import from use using include require require_relative extern crate "
-                          "open static as self super crate".split())
+_NOT_IMPORTED = frozenset(
+    "import from use using include require require_relative extern crate "
+    "open static as self super crate".split()
+)
 
 
 def is_import(line: str) -> bool:
@@ -273,7 +283,8 @@ def imports_cover(new: Sequence[str], old: Sequence[str]) -> bool:
         if not words:
             return False
         if words[-1] not in have and not any(
-                w and words[: len(w) - 1] == [x for x in w if x not in _NOT_IMPORTED][: len(w) - 1]
-                for w in wild):
+            w and words[: len(w) - 1] == [x for x in w if x not in _NOT_IMPORTED][: len(w) - 1]
+            for w in wild
+        ):
             return False
     return True

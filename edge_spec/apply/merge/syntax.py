@@ -17,20 +17,28 @@ from typing import Any
 
 from edge_spec.apply.languages import language as lookup
 
-_FUNCTIONS = frozenset("""function_definition function_declaration generator_function_declaration
+_FUNCTIONS = frozenset(
+    """function_definition function_declaration generator_function_declaration
 method_definition method_declaration constructor_declaration function_item method singleton_method
 secondary_constructor init_declaration deinit_declaration local_function_declaration
-destructor_declaration operator_declaration property_declaration_with_body""".split())
-_CLASSES = frozenset("""class_definition class_declaration abstract_class_declaration
+destructor_declaration operator_declaration property_declaration_with_body""".split()
+)
+_CLASSES = frozenset(
+    """class_definition class_declaration abstract_class_declaration
 interface_declaration enum_declaration type_alias_declaration struct_item enum_item trait_item
 impl_item mod_item type_declaration record_declaration struct_specifier class_specifier
 namespace_definition internal_module module class object_declaration object_definition
 trait_definition protocol_declaration struct_declaration namespace_declaration
-trait_declaration singleton_class""".split())
-_BODIES = frozenset("""block class_body interface_body enum_body declaration_list
+trait_declaration singleton_class""".split()
+)
+_BODIES = frozenset(
+    """block class_body interface_body enum_body declaration_list
 field_declaration_list statement_block enum_body_declarations body_statement template_body
-protocol_body enum_class_body""".split())
+protocol_body enum_class_body""".split()
+)
 _VALUES = frozenset("arrow_function function_expression function class class_expression".split())
+
+
 @dataclass(frozen=True)
 class Definition:
     """A named definition: lines [start, end] inclusive; `head` is its keyword line."""
@@ -73,8 +81,9 @@ def encode_lines(lines: Sequence[str]) -> bytes:
     return "".join(ln + "\n" for ln in lines).encode("utf-8", "surrogatepass")
 
 
-def reparse(language: str, tree: Any, old: Sequence[str],
-            spans: Sequence[tuple[int, int, Sequence[str]]]) -> Any | None:
+def reparse(
+    language: str, tree: Any, old: Sequence[str], spans: Sequence[tuple[int, int, Sequence[str]]]
+) -> Any | None:
     """Parse the edited file incrementally: `spans` replace old lines [start, end) by new lines.
 
     `tree` must come from `parse(language, encode_lines(old))`; it is edited in place. Spans are
@@ -95,9 +104,14 @@ def reparse(language: str, tree: Any, old: Sequence[str],
     new += old[pos:]
     for start, end, lines in sorted(spans, key=lambda t: t[0], reverse=True):
         size = len(encode_lines(lines))
-        tree.edit(start_byte=offsets[start], old_end_byte=offsets[end],
-                  new_end_byte=offsets[start] + size, start_point=(start, 0),
-                  old_end_point=(end, 0), new_end_point=(start + len(lines), 0))
+        tree.edit(
+            start_byte=offsets[start],
+            old_end_byte=offsets[end],
+            new_end_byte=offsets[start] + size,
+            start_point=(start, 0),
+            old_end_point=(end, 0),
+            new_end_point=(start + len(lines), 0),
+        )
     return parser.parse(encode_lines(new), tree)
 
 
@@ -132,17 +146,21 @@ def _unwrap(node: Any) -> tuple[Any, str] | None:
     """The definition a top-level or member node stands for, and its kind."""
     inner = node
     if node.type in ("decorated_definition", "export_statement", "template_declaration"):
-        inner = (node.child_by_field_name("definition") or node.child_by_field_name("declaration")
-                 or next((c for c in node.named_children
-                          if c.type in _FUNCTIONS | _CLASSES), None))
+        inner = (
+            node.child_by_field_name("definition")
+            or node.child_by_field_name("declaration")
+            or next((c for c in node.named_children if c.type in _FUNCTIONS | _CLASSES), None)
+        )
         if inner is None:
             return None
         found = _unwrap(inner)
         return None if found is None else found
     if inner.type == "expression_statement" and inner.named_child_count == 1:
         inner = inner.named_children[0]  # an unclosed JS function parses as an expression
-        if inner.type not in ("function_expression", "class") or inner.child_by_field_name(
-                "name") is None:
+        if (
+            inner.type not in ("function_expression", "class")
+            or inner.child_by_field_name("name") is None
+        ):
             return None
         return inner, "function" if inner.type == "function_expression" else "class"
     if inner.type in _FUNCTIONS:
@@ -164,8 +182,9 @@ def _body(node: Any) -> Any | None:
     return body if body is not None and body.type in _BODIES else None
 
 
-def definitions_of(root: Any, offset: int = 0, parent: str = "",
-                   depth: int = 0) -> list[Definition]:
+def definitions_of(
+    root: Any, offset: int = 0, parent: str = "", depth: int = 0
+) -> list[Definition]:
     """Named definitions among the children of `root`, and class members, recursively."""
     out: list[Definition] = []
     for child in root.named_children:
@@ -176,9 +195,17 @@ def definitions_of(root: Any, offset: int = 0, parent: str = "",
         name = _name(node)
         if not name:
             continue
-        out.append(Definition(kind, name, child.start_point[0] - offset,
-                              node.start_point[0] - offset, child.end_point[0] - offset, parent,
-                              not child.has_error))
+        out.append(
+            Definition(
+                kind,
+                name,
+                child.start_point[0] - offset,
+                node.start_point[0] - offset,
+                child.end_point[0] - offset,
+                parent,
+                not child.has_error,
+            )
+        )
         body = _body(node) if kind == "class" and depth < 3 else None
         if body is not None:
             out += definitions_of(body, offset, name, depth + 1)
@@ -268,12 +295,24 @@ def _items(root: Any, offset: int, n: int) -> list[Definition]:
         name = _name(found[0]) if found else None
         if found is None or not name:
             kind = "comment" if "comment" in child.type else "other"
-            out.append(Definition(kind, "", max(start, 0), max(start, 0), min(end, n - 1), "",
-                                  _whole(child)))
+            out.append(
+                Definition(
+                    kind, "", max(start, 0), max(start, 0), min(end, n - 1), "", _whole(child)
+                )
+            )
             continue
         node, kind = found
-        out.append(Definition(kind, name, max(start, 0), node.start_point[0] - offset,
-                              min(end, n - 1), "", _whole(child)))
+        out.append(
+            Definition(
+                kind,
+                name,
+                max(start, 0),
+                node.start_point[0] - offset,
+                min(end, n - 1),
+                "",
+                _whole(child),
+            )
+        )
     return out
 
 
@@ -282,8 +321,18 @@ def _items(root: Any, offset: int, n: int) -> list[Definition]:
 # accept almost any text (Bash, the data and markup formats) are never guessed; PHP only with
 # its opening tag, since outside it PHP's grammar takes everything as text.
 _FAMILIES: tuple[tuple[str, ...], ...] = (
-    ("python",), ("javascript", "typescript", "tsx"), ("go",), ("rust",), ("java",),
-    ("c", "cpp"), ("csharp",), ("kotlin",), ("swift",), ("scala",), ("ruby",), ("lua",),
+    ("python",),
+    ("javascript", "typescript", "tsx"),
+    ("go",),
+    ("rust",),
+    ("java",),
+    ("c", "cpp"),
+    ("csharp",),
+    ("kotlin",),
+    ("swift",),
+    ("scala",),
+    ("ruby",),
+    ("lua",),
     ("php",),
 )
 _MIN_LINES = 5  # fewer nonblank lines than this say too little to tell languages apart
@@ -295,7 +344,7 @@ def guess_language(lines: Sequence[str]) -> str:
     it, several do, or the parse holds no definition: data files parse as code too)."""
     if lines and lines[0].startswith("#!"):  # `#!/usr/bin/env python3`: the interpreter says
         words = lines[0][2:].replace("/", " ").split()
-        words = words[words.index("env") + 1:] if "env" in words else words[-1:]
+        words = words[words.index("env") + 1 :] if "env" in words else words[-1:]
         row = lookup(words[0].rstrip("0123456789.")) if words else None
         return row.name if row else ""
     if sum(1 for ln in lines if ln.strip()) < _MIN_LINES:
