@@ -64,9 +64,9 @@ class ModelInfo:
 def _session_options(ort: Any, threads: int, spin: bool = False) -> Any:
     so = ort.SessionOptions()
     # Spinning worker threads wait hot between runs; with the drafter and the loop's Python
-    # running between runs, or anything else on the cores, they steal its CPU. Measured on the
-    # 2-core machine under load, 2 threads: Qwen 0.5B int4 decode 40 ms/token without spinning,
-    # 68 with; SmolLM2 int8 17 vs 30. With 1 thread spinning was 7-10% faster.
+    # running between runs, or anything else on the cores, they steal its CPU, so decoding is
+    # much slower with spinning on a loaded 2-core machine (docs/runtimes.md); with one thread
+    # spinning helps a little.
     so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     so.intra_op_num_threads = max(0, threads)  # 0: ONNX Runtime's default, all physical cores
     so.inter_op_num_threads = 1
