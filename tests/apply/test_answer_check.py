@@ -210,3 +210,15 @@ def test_the_marker_check_passes_every_expected_dev_file() -> None:
         if marker_gaps(t["original"], t["update"], t["expected"], t["language"])
     ]
     assert bad == []
+
+
+def test_an_answer_that_keeps_a_moved_definitions_old_copy_is_flagged() -> None:
+    original = "def a():\n    return 1\n\n\ndef b():\n    return 2\n\n\ndef c():\n    return 3\n"
+    snippet = "def c():\n    return 3\n\n\ndef a():\n    return 1\n\n\n# ... existing code ...\n"
+    moved = "def c():\n    return 3\n\n\ndef a():\n    return 1\n\n\ndef b():\n    return 2\n"
+    both = snippet.replace("# ... existing code ...\n", "def b():\n    return 2\n\n\n") + (
+        "def c():\n    return 3\n"
+    )
+    merge = structural_merge(original, snippet, "python")
+    assert any("defines c 2 times" in p for p in answer_problems(original, snippet, both, merge))
+    assert not any("times" in p for p in answer_problems(original, snippet, moved, merge))

@@ -10,6 +10,7 @@ answer that fails any check is reported as suspect, never presented as sure.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -18,7 +19,7 @@ from edge_spec.apply.check.gaps import marker_gaps
 from edge_spec.apply.check.shown import unshown_changes
 from edge_spec.apply.merge import MergeResult, structural_merge
 from edge_spec.apply.merge.markers import marker_shape
-from edge_spec.apply.merge.syntax import error_line, parse
+from edge_spec.apply.merge.syntax import definitions, error_line, parse
 from edge_spec.apply.plan import ApplyResult
 from edge_spec.core.stats import Stats
 from edge_spec.errors import UserError
@@ -140,5 +141,13 @@ def _parse_problems(original: str, answer: str, language: str) -> list[str]:
     before = parse(language, original.encode("utf-8"))
     if before is None or error_line(before) is not None:
         return []  # no grammar, or the original does not parse either
-    line = error_line(parse(language, answer.encode("utf-8")))
-    return [] if line is None else [f"the answer does not parse as {language} (line {line + 1})"]
+    tree = parse(language, answer.encode("utf-8"))
+    line = error_line(tree)
+    if line is not None:
+        return [f"the answer does not parse as {language} (line {line + 1})"]
+    # Code moved with its old copy kept: a definition the answer has more often than the
+    # original (a snippet that adds one shows it, and then the original has it once less).
+    had = Counter((d.kind, d.parent, d.name) for d in definitions(language, before))
+    has = Counter((d.kind, d.parent, d.name) for d in definitions(language, tree))
+    twice = [k for k, n in has.items() if n > 1 and n > had[k]]
+    return [f"the answer defines {twice[0][2]} {has[twice[0]]} times"] if twice else []
