@@ -9,18 +9,25 @@ a one-line error naming it and its version.
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
+import openai
 import pytest
 from tiny_models import FAMILIES, QWEN_FAMILIES, build_tiny, tokenizer_from_gguf
 
 from edge_spec.bench.neartie import divergence
+from edge_spec.config.settings import ServerSettings
 from edge_spec.core.chat import text_tokens
 from edge_spec.core.loop import GenConfig
-from edge_spec.engine import Engine, EngineConfig
+from edge_spec.engine import Engine, EngineConfig, build_engine
 from edge_spec.errors import UserError
 from edge_spec.runtimes import RuntimeOptions, open_runtime
+from edge_spec.server.app import create_app
+from edge_spec.server.serving import make_server
 
 pytest.importorskip("transformers")
 pytest.importorskip("llama_cpp")
@@ -246,3 +253,27 @@ def test_qwen3_pair_bundle_and_run(tokenizers: dict[str, Path], tmp_path: Path) 
         )
         assert run.exit_code == 0, (runtime, run.output)
         assert json.loads(run.stdout)["text"] == texts["none"], runtime
+        if runtime == "llamacpp":
+            assert _served(out, runtime) == texts["none"]
+
+
+def _served(bundle: Path, runtime: str) -> str:
+    """The bundle behind `edge-spec serve` (a real uvicorn socket), asked with the openai client."""
+    engine = build_engine(str(bundle), runtime=runtime, threads=2)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    server = make_server(create_app(engine), ServerSettings(shutdown_grace_s=2), "warning")
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not server.started:
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.02)
+        base = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        client = openai.OpenAI(base_url=base, api_key="none", max_retries=0, timeout=120)
+        got = client.completions.create(model="qwen3", prompt=PROMPT, max_tokens=24, temperature=0)
+        return got.choices[0].text
+    finally:
+        server.should_exit = True
+        thread.join(10)
