@@ -5,32 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edge_spec.runtimes.tokjson import byte_decoder, spm_piece
-
-# Token texts llama.cpp treats as end of generation besides EOS (end-of-turn and FIM tokens),
-# and as control tokens whatever their type in the file, so both runtimes stop on the same tokens.
-EOG_TEXTS = frozenset(
-    {
-        "</s>",
-        "<|eot_id|>",
-        "<|im_end|>",
-        "<|end|>",
-        "<end_of_turn>",
-        "<|endoftext|>",
-        "<|eom_id|>",
-        "<EOT>",
-        "_<EOT>",
-        "<｜end▁of▁sentence｜>",
-        "<end_of_utterance>",
-        "<|fim_pad|>",
-        "<fim-pad>",
-        "<|repo_name|>",
-        "<fim-repo>",
-        "<REPO>",
-        "<reponame>",
-        "<|file_sep|>",
-    }
-)
+from edge_spec.runtimes.tokjson import EOG_TEXTS, byte_decoder, spm_piece
 
 
 def vocab_type(tokenizer: Any) -> str:

@@ -19,8 +19,9 @@ from typing import Any
 from edge_spec.errors import UserError, require
 from edge_spec.runtimes.base import VocabInfo, fingerprint
 
-# Token texts llama.cpp treats as end of generation besides EOS (end-of-turn and FIM tokens);
-# the same list as the torch runtime's, so all runtimes stop on the same tokens.
+# Token texts llama.cpp treats as end of generation besides EOS (end-of-turn and FIM tokens), and
+# as control tokens whatever their type in the file; the torch runtime's tables use it too, so
+# every runtime stops on the same tokens.
 EOG_TEXTS = frozenset(
     {
         "<|eot_id|>",
