@@ -316,6 +316,11 @@ class Engine:
                 f"unknown apply engine {engine!r}: use one of {', '.join(APPLY_ENGINES)}"
             )
         merge = merge_of(original, update, lang, path)
+        if not merge.hunks:  # nothing to place, nothing a model could be checked against
+            raise UserError(
+                "the edit snippet has no lines to apply (it is empty or only markers): pass the "
+                "changed lines with their context"
+            )
         if engine == "merge" and not merge.exact:
             raise not_exact_error(merge)
         if engine != "model" and merge.exact:

@@ -96,6 +96,7 @@ _USER_ERRORS = (
     ),
     (r"^hunk \d+ \(snippet lines", "merge_not_exact", "engine"),
     (r"the snippet has no code to merge", "merge_not_exact", "update"),
+    (r"^the edit snippet has no lines to apply", "empty_update", "update"),
     (r"^references total", "references_too_large", "prediction"),
     (r"^unknown template", "invalid_value", "template"),
     (r"^unknown guard", "invalid_value", "guard"),

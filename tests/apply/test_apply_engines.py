@@ -126,3 +126,12 @@ def test_server_apply_engine_field() -> None:
         assert d["merged"] == guess and "merge's own guess" in d["suspect"][0], d
         r = client.post("/v1/apply", json={"original": ORIG, "update": LOST, "engine": "merge"})
         assert r.status_code == 400 and "hunk 1" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("update", ["", "\n\n", "# ... existing code ...\n"])
+def test_a_snippet_with_nothing_to_apply_is_a_user_error(update: str) -> None:
+    eng = Engine(MISSING_MODEL)  # refused before any model would load
+    for engine in ("auto", "merge", "model"):
+        with pytest.raises(UserError, match="no lines to apply"):
+            eng.apply(ORIG, update, engine=engine, path="x.py")
+    assert not eng.loaded
