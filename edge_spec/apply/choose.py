@@ -18,9 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge_spec.apply.check.gaps import marker_gaps
-from edge_spec.apply.check.shown import unshown_changes
-from edge_spec.apply.check.verdict import snippet_lines_missing
+from edge_spec.apply.check.verdict import unplaced_changes
 from edge_spec.apply.merge import Edit, MergeResult, assemble, split_original
 from edge_spec.apply.merge.candidates import alternative_edits
 from edge_spec.apply.plan import plan_apply
@@ -66,7 +64,6 @@ def allowed(
     them), one per distinct content (the one nearest the merge's span: placements that differ
     only in blank lines score alike); None when some hunk has none, or over `choose_max`."""
     olines, eol, final = split_original(original)
-    slines = update.replace("\r\n", "\n").splitlines()
     out = []
     for h in merge.hunks:
         if h.status == "exact":
@@ -84,11 +81,7 @@ def allowed(
             if _content(text) in seen:
                 continue
             seen.add(_content(text))
-            if not (
-                snippet_lines_missing(slines, text.replace("\r\n", "\n").splitlines())
-                or unshown_changes(original, update, text, merge)
-                or marker_gaps(original, update, text, merge.language)
-            ):
+            if not unplaced_changes(original, update, text, merge):
                 ok.append(e)
         if not ok or len(ok) > settings.choose_max:
             return None

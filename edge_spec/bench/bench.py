@@ -257,7 +257,7 @@ def bench(
                 )
                 rec["miss"] = miss_class(rec)
                 if not mode.peer and "original" in task:
-                    rec.update(user_outcome(rec, exp))
+                    rec.update(user_outcome(rec, exp, bool(task.get("ambiguous"))))
                 if "kind" in task:  # a messy variant: accuracy is reported per kind
                     rec["kind"] = task["kind"]
                 rec.setdefault("error", None)

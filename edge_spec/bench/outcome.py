@@ -10,7 +10,8 @@ the snippet's naive merge written instead). The bench sorts each apply into one 
 - `wrong_flagged`: a wrong file written with a warning;
 - `wrong_silent`: a wrong file written as if right, the failure that must not happen;
 - `refused`: nothing written, a reason given; `refused_right` says whether the candidate
-  answer the check held back was right (None when there was none, or no expected file).
+  answer the check held back was right (None when there was none, or no expected file); false
+  on a task marked `ambiguous`, where saying no is the right answer.
 """
 
 from __future__ import annotations
@@ -54,10 +55,14 @@ def classify(
     return "wrong_flagged" if warned else "wrong_silent"
 
 
-def user_outcome(rec: dict[str, Any], expected: str | None) -> dict[str, Any]:
+def user_outcome(
+    rec: dict[str, Any], expected: str | None, ambiguous: bool = False
+) -> dict[str, Any]:
     """The outcome fields of one of our apply records: outcome, refused_right, warned.
 
-    A crash of the bench itself (an `error` that is not a refusal) has no outcome.
+    A crash of the bench itself (an `error` that is not a refusal) has no outcome. On a task
+    marked `ambiguous` (the snippet does not say where its code goes), a refusal holds back
+    nothing right.
     """
     refusal = rec.get("refusal")
     if rec.get("error") and refusal is None:
@@ -67,7 +72,9 @@ def user_outcome(rec: dict[str, Any], expected: str | None) -> dict[str, Any]:
     warned = bool(rec.get("lazy_lines") or rec.get("fallback"))
     out = classify(candidate, expected, refused=refused, warned=warned)
     right = None
-    if refused and candidate is not None and expected is not None:
+    if refused and ambiguous:
+        right = False  # no placement is right, so the refusal held back nothing right
+    elif refused and candidate is not None and expected is not None:
         right = classify(candidate, expected, refused=False, warned=False) in ("right", "right_ws")
     return {"outcome": out, "refused_right": right, "warned": None if refused else warned}
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from edge_spec.apply import lazy_lines
 from edge_spec.apply.check.gaps import marker_gaps
 from edge_spec.apply.check.shown import unshown_changes
-from edge_spec.apply.check.verdict import answer_problems
+from edge_spec.apply.check.twins import kept_beside
+from edge_spec.apply.check.verdict import answer_problems, unplaced_changes
 from edge_spec.apply.merge import structural_merge
 from edge_spec.apply.merge.markers import snippet_markers
 from edge_spec.bench.modes import read_text
@@ -144,7 +145,7 @@ def test_no_expected_dev_file_gets_a_structural_finding() -> None:
     bad = []
     for t in _tasks():
         merge = structural_merge(t["original"], t["update"], t["language"], t["path"])
-        found = unshown_changes(t["original"], t["update"], t["expected"], merge)
+        found = unplaced_changes(t["original"], t["update"], t["expected"], merge)
         if found:
             bad.append((t["id"], found[0]))
     assert bad == []
@@ -222,3 +223,95 @@ def test_an_answer_that_keeps_a_moved_definitions_old_copy_is_flagged() -> None:
     merge = structural_merge(original, snippet, "python")
     assert any("defines c 2 times" in p for p in answer_problems(original, snippet, both, merge))
     assert not any("times" in p for p in answer_problems(original, snippet, moved, merge))
+
+
+PHP = """<?php
+
+namespace Slim;
+
+use \\Psr\\Http\\Message\\RequestInterface;
+use \\Psr\\Http\\Message\\ResponseInterface;
+use \\Slim\\Interfaces\\RouteInterface;
+
+class Route implements RouteInterface
+{
+}
+"""
+PHP_SNIPPET = """<?php
+// ... existing code ...
+namespace Slim;
+
+use Psr\\Http\\Message\\{RequestInterface, ResponseInterface};
+use Slim\\Interfaces\\RouteInterface;
+
+// ... existing code ...
+"""
+
+
+def test_new_lines_written_beside_the_old_ones_they_rewrite_are_caught() -> None:
+    # Next to a marker, new imports may replace the old ones or come in addition; the same
+    # names imported twice say they replace them.
+    old = PHP.split("use ")[1:4]
+    right = PHP.replace(
+        "use " + "use ".join(old),
+        PHP_SNIPPET.split("namespace Slim;\n\n")[1].split("\n\n")[0] + "\n",
+    )
+    both = PHP.replace(
+        "namespace Slim;\n",
+        "namespace Slim;\n\n" + PHP_SNIPPET.split("namespace Slim;\n\n")[1].split("\n\n")[0] + "\n",
+    )
+    assert kept_beside(PHP, PHP_SNIPPET, both, "php")
+    assert kept_beside(PHP, PHP_SNIPPET, right, "php") == []
+    merge = structural_merge(PHP, PHP_SNIPPET, "php", "Route.php")
+    assert any("old and new versions" in p for p in answer_problems(PHP, PHP_SNIPPET, both, merge))
+
+
+def test_a_like_line_is_no_twin_where_shown_lines_close_the_block() -> None:
+    # A second call much like one beside it, both sides of the new block shown: an addition.
+    original = "def t():\n    f(a, b)\n\n\ndef u():\n    pass\n"
+    snippet = "def t():\n    f(a, b)\n    f(a, b, c)\n\n\ndef u():\n# ... existing code ...\n"
+    answer = "def t():\n    f(a, b)\n    f(a, b, c)\n\n\ndef u():\n    pass\n"
+    assert kept_beside(original, snippet, answer, "python") == []
+
+
+def test_a_marker_does_not_cover_lines_the_snippet_shows_after_its_next_run() -> None:
+    # The snippet reorders two initialisers; the code between the type's header and the first
+    # of them stays under the marker, though later lines of the file are shown further on.
+    original = (
+        "struct InputOrigin {\n  enum E { case a }\n  private var x = 1\n\n  init() {\n  }\n\n"
+        "  init(b: Int) {\n    x = b\n  }\n\n  init(a: Int) {\n    x = a\n  }\n}\n"
+    )
+    snippet = (
+        "struct InputOrigin {\n  // ... existing code ...\n  init() {\n  }\n\n  init(a: Int) {\n"
+        "    x = a\n  }\n\n  init(b: Int) {\n    x = b\n  }\n}\n"
+    )
+    right = original.replace(
+        "  init(b: Int) {\n    x = b\n  }\n\n  init(a: Int) {\n    x = a\n  }\n",
+        "  init(a: Int) {\n    x = a\n  }\n\n  init(b: Int) {\n    x = b\n  }\n",
+    )
+    dropped = right.replace("  enum E { case a }\n  private var x = 1\n\n", "")
+    assert marker_gaps(original, snippet, right, "swift") == []
+    assert marker_gaps(original, snippet, dropped, "swift")
+
+
+def test_a_marker_between_adjacent_blocks_stands_for_nothing() -> None:
+    original = "func a() {\n\tx()\n}\n\nfunc b() {\n\ty()\n}\n"
+    snippet = "func a() {\n\tz()\n}\n// ... existing code ...\nfunc b() {\n\ty()\n}\n"
+    right = original.replace("x()", "z()")
+    assert marker_gaps(original, snippet, right, "go") == []
+
+
+def test_an_added_overload_is_not_a_definition_written_twice() -> None:
+    original = (
+        "class E : Exception\n{\n    public E() { }\n\n    public E(string m) : base(m) { }\n}\n"
+    )
+    snippet = (
+        "class E : Exception\n{\n    // ... existing code ...\n    public E(string m) : base(m) { }\n"
+        "\n    public E(string m, Exception inner) : base(m, inner) { }\n}\n"
+    )
+    answer = original.replace(
+        "base(m) { }\n",
+        "base(m) { }\n\n    public E(string m, Exception inner) : base(m, inner) { }\n",
+    )
+    merge = structural_merge(original, snippet, "c_sharp", "E.cs")
+    assert not any("times" in p for p in answer_problems(original, snippet, answer, merge))

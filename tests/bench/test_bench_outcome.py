@@ -83,6 +83,8 @@ def test_user_outcome_reads_the_record_as_edge_spec_run_would() -> None:
         "refused_right": None,
         "warned": None,
     }
+    # Where the snippet does not say where its code goes, saying no holds back nothing right.
+    assert user_outcome(held, exp, ambiguous=True)["refused_right"] is False
     crash = {"error": "KeyError: 'prompt'"}
     assert user_outcome(crash, exp)["outcome"] is None
 

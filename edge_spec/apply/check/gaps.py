@@ -98,10 +98,16 @@ def _runs(original: Sequence[str], snippet: Sequence[str], language: str) -> lis
     return [r for r in out if r is None or r[0]]
 
 
-def _moved(okeys: Sequence[str], lo: int, hi: int | None, shown: set[str]) -> bool:
+def _moved(
+    okeys: Sequence[str], lo: int, hi: int | None, shown: set[str], until: str | None = None
+) -> bool:
     """Whether the original code under a marker holds an identifying line, found once in the
     original, that the snippet shows elsewhere: the snippet moves code out of there, so the
-    marker keeps less than all of it."""
+    marker keeps less than all of it. With no pinned end, the marker's code ends at the last
+    place of the next run's first line (`until`), not at the file's end: a line the snippet
+    shows after that run was never under this marker."""
+    if hi is None and until is not None and until in okeys[lo:]:
+        hi = max(i for i in range(lo, len(okeys)) if okeys[i] == until)
     once = {k for k, n in Counter(okeys).items() if n == 1}
     return any(k in shown and k in once and is_distinctive(k) for k in okeys[lo:hi])
 
@@ -125,8 +131,10 @@ def _kept_after(
                 return True
             continue
         stop = next((k for k, key in enumerate(rest) if until and key == until[0]), len(rest))
-        # A marker stands for some code: at least its first line stays.
-        if (stop or i == len(okeys)) and list(rest[:stop]) == list(okeys[i : i + stop]):
+        # A marker stands for some code: at least its first line stays, unless the original
+        # too goes on with the next run there (a marker put between adjacent blocks).
+        empty = i == len(okeys) or (until is not None and okeys[i] == until[0])
+        if (stop or empty) and list(rest[:stop]) == list(okeys[i : i + stop]):
             return True
     return False
 
@@ -168,7 +176,8 @@ def marker_gaps(original: str, snippet: str, answer: str, language: str) -> list
             end = right.at if both and right else (len(okeys) if after is None else None)
             until = right.block if both and right else (tuple(after[0][:1]) if after else None)
             lo = left.at + len(left.block)
-            if not _moved(okeys, lo, end, shown) and not _kept_after(
+            nxt = until[0] if until else None
+            if not _moved(okeys, lo, end, shown, nxt) and not _kept_after(
                 akeys, okeys, left, until, end
             ):
                 out.append(

@@ -10,16 +10,16 @@ answer that fails any check is reported as suspect, never presented as sure.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
 from edge_spec.apply.check.gaps import marker_gaps
 from edge_spec.apply.check.shown import unshown_changes
+from edge_spec.apply.check.twins import kept_beside
 from edge_spec.apply.merge import MergeResult, structural_merge
 from edge_spec.apply.merge.markers import marker_shape
-from edge_spec.apply.merge.syntax import definitions, error_line, parse
+from edge_spec.apply.merge.syntax import definitions, doubled_definition, error_line, parse
 from edge_spec.apply.plan import ApplyResult
 from edge_spec.core.stats import Stats
 from edge_spec.errors import UserError
@@ -71,20 +71,28 @@ def answer_problems(
     `confirmed`: the target chose the answer among the placements the snippet allows, so an
     answer equal to the merge's guess is no longer an unconfirmed guess."""
     ans = answer.replace("\r\n", "\n").splitlines()
-    problems = snippet_lines_missing(update.replace("\r\n", "\n").splitlines(), ans)
-    if merge is not None:
-        problems += unshown_changes(original, update, answer, merge)
-        problems += marker_gaps(original, update, answer, merge.language)
-        problems += _parse_problems(original, answer, merge.language)
-        if (
-            not merge.exact
-            and not confirmed
-            and ans == merge.text.replace("\r\n", "\n").splitlines()
-        ):
-            problems += [unsure_guess("the answer", merge, range(len(merge.hunks)))]
-        elif merge.exact:
-            problems += _off_the_sure_merge(ans, merge.text.replace("\r\n", "\n").splitlines())
+    if merge is None:
+        return snippet_lines_missing(update.replace("\r\n", "\n").splitlines(), ans)
+    problems = unplaced_changes(original, update, answer, merge)
+    problems += _parse_problems(original, answer, merge.language)
+    merged = merge.text.replace("\r\n", "\n").splitlines()
+    if not merge.exact and not confirmed and ans == merged:
+        problems += [unsure_guess("the answer", merge, range(len(merge.hunks)))]
+    elif merge.exact:
+        problems += _off_the_sure_merge(ans, merged)
     return problems[:MAX_PROBLEMS]
+
+
+def unplaced_changes(original: str, update: str, answer: str, merge: MergeResult) -> list[str]:
+    """The line-level findings: snippet lines left out, changes the snippet does not show,
+    code under a marker not kept, old and new versions of a line side by side."""
+    ans = answer.replace("\r\n", "\n").splitlines()
+    return [
+        *snippet_lines_missing(update.replace("\r\n", "\n").splitlines(), ans),
+        *unshown_changes(original, update, answer, merge),
+        *marker_gaps(original, update, answer, merge.language),
+        *kept_beside(original, update, answer, merge.language),
+    ]
 
 
 def unsure_guess(what: str, merge: MergeResult, hunks: Sequence[int]) -> str:
@@ -145,9 +153,11 @@ def _parse_problems(original: str, answer: str, language: str) -> list[str]:
     line = error_line(tree)
     if line is not None:
         return [f"the answer does not parse as {language} (line {line + 1})"]
-    # Code moved with its old copy kept: a definition the answer has more often than the
-    # original (a snippet that adds one shows it, and then the original has it once less).
-    had = Counter((d.kind, d.parent, d.name) for d in definitions(language, before))
-    has = Counter((d.kind, d.parent, d.name) for d in definitions(language, tree))
-    twice = [k for k, n in has.items() if n > 1 and n > had[k]]
-    return [f"the answer defines {twice[0][2]} {has[twice[0]]} times"] if twice else []
+    # Code moved with its old copy kept.
+    name = doubled_definition(
+        definitions(language, before),
+        original.replace("\r\n", "\n").split("\n"),
+        definitions(language, tree),
+        answer.replace("\r\n", "\n").split("\n"),
+    )
+    return [f"the answer defines {name[0]} {name[1]} times"] if name else []

@@ -49,9 +49,14 @@ def is_trivial(key: str) -> bool:
     return all(tok in _KEYWORDS for tok in _TOKEN.findall(key))
 
 
+def identifiers(key: str) -> list[str]:
+    """A line's words that can identify it: its tokens less keywords and literals."""
+    return [t for t in _TOKEN.findall(key) if t not in _KEYWORDS]
+
+
 def is_distinctive(key: str) -> bool:
     """Whether one line alone can pin a hunk when it is unique: a few identifiers or long."""
-    toks = [t for t in _TOKEN.findall(key) if t not in _KEYWORDS]
+    toks = identifiers(key)
     return len(toks) >= 2 or (len(toks) == 1 and len(key) >= 12)
 
 

@@ -329,7 +329,9 @@ def _render(ctx: Ctx, hunk: Hunk, pairs: list[Pair], s: int, e: int, j0: int, j1
     pj, pi = j0, s
     for j, i, forced in pairs:
         out += _fill(ctx, hunk.lines[pj:j], ctx.index.lines[pi:i])
-        out.append(ctx.out(hunk.lines[j]) if forced else ctx.index.lines[i])
+        out.append(
+            ctx.out(hunk.lines[j]) if forced else _context(ctx.index.lines[i], hunk.lines[j])
+        )
         pj, pi = j + 1, i + 1
     out += _fill(ctx, hunk.lines[pj:j1], ctx.index.lines[pi:e])
     return out
@@ -343,5 +345,16 @@ def _fill(ctx: Ctx, new: Sequence[str], old: Sequence[str]) -> list[str]:
     b = [(indent_of(ln), norm(ln)) for ln in old]
     out: list[str] = []
     for op, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        out += list(old[j1:j2]) if op == "equal" else [ctx.out(ln) for ln in new[i1:i2]]
+        if op == "equal":
+            out += [_context(o, n) for o, n in zip(old[j1:j2], new[i1:i2], strict=True)]
+        else:
+            out += [ctx.out(ln) for ln in new[i1:i2]]
     return out
+
+
+def _context(old: str, new: str) -> str:
+    """A context line as the original has it, unless the snippet spaces its text otherwise
+    (an aligned `=>`, a tab inside the line): then that spacing is the edit, kept at the
+    original's indentation."""
+    text = new.strip()
+    return old if old.strip() == text or not text else indent_of(old) + text

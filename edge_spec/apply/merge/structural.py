@@ -37,7 +37,6 @@ strips it from changed lines (the snippet's own trailing whitespace is noise in 
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -58,6 +57,7 @@ from edge_spec.apply.merge.placement import Env, HunkStatus, Placement, place
 from edge_spec.apply.merge.structure import Brackets, IndentMap, indent_style, learn_indent
 from edge_spec.apply.merge.syntax import (
     definitions,
+    doubled_definition,
     encode_lines,
     error_line,
     guess_language,
@@ -310,11 +310,14 @@ def _validate(
     if bad is not None:
         reason = f"the merged file has a syntax error at line {bad + 1} (the original parses)"
     else:
-        before = Counter((d.kind, d.parent, d.name) for d in ctx.defs)
-        after = Counter((d.kind, d.parent, d.name) for d in definitions(language, merged))
-        dup = next((k for k, n in after.items() if n > 1 and n > before[k]), None)
+        dup = doubled_definition(
+            ctx.defs,
+            ctx.index.lines,
+            definitions(language, merged),
+            assemble(ctx.index.lines, placements),
+        )
         if dup is not None:
-            reason = f"the merge defines {dup[2]} twice"
+            reason = f"the merge defines {dup[0]} twice"
     return verdicts if reason is None else _downgrade(verdicts, reason)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -214,6 +215,25 @@ def definitions_of(
 
 def definitions(language: str, tree: Any | None) -> list[Definition]:
     return [] if tree is None else definitions_of(tree.root_node)
+
+
+def doubled_definition(
+    before: Sequence[Definition],
+    before_lines: Sequence[str],
+    after: Sequence[Definition],
+    after_lines: Sequence[str],
+) -> tuple[str, int] | None:
+    """The name and count of a definition the edited file has more often than the original, by
+    kind, scope, name and opening line: code moved with its old copy kept. An added overload
+    opens with other parameters, so it is not one."""
+
+    def key(d: Definition, lines: Sequence[str]) -> tuple[str, str, str, str]:
+        head = " ".join(lines[d.head].split()) if d.head < len(lines) else ""
+        return d.kind, d.parent, d.name, head
+
+    had = Counter(key(d, before_lines) for d in before)
+    has = Counter(key(d, after_lines) for d in after)
+    return next(((k[2], n) for k, n in has.items() if n > 1 and n > had[k]), None)
 
 
 def error_line(tree: Any | None) -> int | None:
