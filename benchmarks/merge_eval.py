@@ -38,7 +38,8 @@ _COLUMNS = (
 
 
 def _squash(text: str) -> str:
-    return "".join(text.split())
+    """The text without whitespace and byte order marks: what `correct_ws` compares."""
+    return "".join(text.replace("\ufeff", "").split())
 
 
 def _verdict(result: MergeResult) -> str:

@@ -6,7 +6,8 @@ A written file may come with a warning (the model left code out: the answer kept
 the snippet's naive merge written instead). The bench sorts each apply into one outcome:
 
 - `right`: the written file is the expected one, byte for byte;
-- `right_ws`: it differs only in trailing whitespace and blank lines (indentation counts);
+- `right_ws`: it differs only in trailing whitespace, blank lines or a byte order mark
+  (indentation counts);
 - `wrong_flagged`: a wrong file written with a warning;
 - `wrong_silent`: a wrong file written as if right, the failure that must not happen;
 - `refused`: nothing written, a reason given; `refused_right` says whether the candidate
@@ -26,7 +27,8 @@ PATHS = ("merge", "model")  # region answers are the model's path: a model wrote
 
 
 def layout_equal(a: str, b: str) -> bool:
-    """Equal but for trailing whitespace, blank lines and line ends (indentation counts).
+    """Equal but for trailing whitespace, blank lines, line ends and a byte order mark
+    (indentation counts).
 
     >>> layout_equal("def f():\\n    return 1  \\n\\n", "def f():\\n\\n    return 1\\n")
     True
@@ -35,7 +37,7 @@ def layout_equal(a: str, b: str) -> bool:
     """
 
     def lines(s: str) -> list[str]:
-        return [ln.rstrip() for ln in s.splitlines() if ln.strip()]
+        return [ln.rstrip() for ln in s.replace("\ufeff", "").splitlines() if ln.strip()]
 
     return lines(a) == lines(b)
 

@@ -123,6 +123,8 @@ def _off_the_sure_merge(answer: Sequence[str], merged: Sequence[str]) -> list[st
 
 def _trimmed(lines: Sequence[str]) -> list[str]:
     out = [ln.rstrip() for ln in lines]
+    if out:  # a byte order mark is the file's encoding, not its text
+        out[0] = out[0].lstrip("\ufeff")
     while out and not out[-1]:
         out.pop()
     return out

@@ -40,8 +40,9 @@ PairOk = Callable[[int, int], bool]
 
 
 def norm(line: str) -> str:
-    """A line's text for matching: whitespace runs collapsed, ends stripped."""
-    return " ".join(line.split())
+    """A line's text for matching: whitespace runs collapsed, ends stripped, and a byte order
+    mark (an editor's, at the file's start) dropped."""
+    return " ".join(line.replace("\ufeff", "").split())
 
 
 def is_trivial(key: str) -> bool:

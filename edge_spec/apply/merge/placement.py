@@ -357,4 +357,4 @@ def _context(old: str, new: str) -> str:
     (an aligned `=>`, a tab inside the line): then that spacing is the edit, kept at the
     original's indentation."""
     text = new.strip()
-    return old if old.strip() == text or not text else indent_of(old) + text
+    return old if old.strip().lstrip("\ufeff") == text or not text else indent_of(old) + text
