@@ -315,3 +315,14 @@ def test_an_added_overload_is_not_a_definition_written_twice() -> None:
     )
     merge = structural_merge(original, snippet, "c_sharp", "E.cs")
     assert not any("times" in p for p in answer_problems(original, snippet, answer, merge))
+
+
+def test_a_run_after_a_marker_does_not_take_the_place_of_the_lines_above_it() -> None:
+    # The marker keeps the class's fields; a run after it rewrites only what it names.
+    original = "class A:\n    x = 1\n    y = 2\n\n    def f(self):\n        return 1\n"
+    snippet = "class A:\n    # ... existing code ...\n    def f(self, z):\n        return z\n"
+    right = original.replace("def f(self):\n        return 1", "def f(self, z):\n        return z")
+    wrong = "class A:\n    def f(self, z):\n        return z\n"
+    merge = structural_merge(original, snippet, "python", "a.py")
+    assert unshown_changes(original, snippet, right, merge) == []
+    assert unshown_changes(original, snippet, wrong, merge)

@@ -121,9 +121,12 @@ def _shown(
         if list(seq[p : p + n]) != list(new):
             continue
         if removed is not None:
-            # A marker beside a deletion shows nothing: only a rewritten run may end at one.
-            ref_l, ref_r = (p, p + n - 1) if n else (-1, -1)
-            left_ok = _side_ok(snip, p - 1, ref_l, *left) or (
+            # A marker beside a deletion shows nothing: only a rewritten run may end at one
+            # (its block rewritten to the block's end). Where a run starts after a marker,
+            # only its name says which block it rewrites: lines above it that it took the
+            # place of would be code the marker keeps.
+            ref_r = p + n - 1 if n else -1
+            left_ok = _side_ok(snip, p - 1, -1, *left) or (
                 by_name and p > 0 and seq[p - 1] == _MARK and snip.widths[p] == snip.floor[p]
             )
             if left_ok and _side_ok(snip, p + n, ref_r, *right):
