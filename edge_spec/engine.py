@@ -48,6 +48,7 @@ from edge_spec.core.pairing import check_pair
 from edge_spec.core.stats import Stats
 from edge_spec.core.types import Drafter, Reference
 from edge_spec.drafters.model import ModelDrafter
+from edge_spec.drafters.pool import OutputPool, PoolDrafter
 from edge_spec.drafters.reference import ReferenceDrafter
 from edge_spec.errors import UserError
 from edge_spec.export.bundle import is_bundle, load_bundle
@@ -134,6 +135,9 @@ class Engine:
             drafter if wants_drafter and _is_runtime(drafter) else None
         )
         self.controller = Controller(cfg.controller)
+        # One pool of earlier outputs per user (`pool_key`: the server keys it by API key), so
+        # one user's code is never drafted into another's answer.
+        self.pools: dict[str, OutputPool] = {}
         self._lock = threading.Lock()
         self._load_lock = threading.RLock()
         if self._target is not None and self._drafter_rt is not None:
@@ -186,7 +190,18 @@ class Engine:
             return self._drafter_rt.name
         return _stem(self._drafter) if self._drafter is not None else None
 
-    def drafters(self, sampling: SamplingSettings, draft: str | None = None) -> list[Drafter]:
+    def pool(self, key: str = "", use: bool | None = None) -> OutputPool | None:
+        """The pool of earlier outputs of user `key` (None when pools are off: `use`, else the
+        `pool.use_pool` setting)."""
+        if not (self.config.pool.use_pool if use is None else use):
+            return None
+        if key not in self.pools:
+            self.pools[key] = OutputPool(self.config.pool)
+        return self.pools[key]
+
+    def drafters(
+        self, sampling: SamplingSettings, draft: str | None = None, pool: OutputPool | None = None
+    ) -> list[Drafter]:
         """The drafters a request runs, cheapest first: the controller arbitrates between them."""
         mode = draft or self.config.drafter.kind
         if mode not in DRAFT_MODES:
@@ -194,6 +209,8 @@ class Engine:
         out: list[Drafter] = []
         if mode in ("hybrid", "reference"):
             out.append(ReferenceDrafter(self.target, self.config.reference))
+            if pool is not None:
+                out.append(PoolDrafter(pool))
         if mode in ("hybrid", "model") and self._drafter is not None:
             out.append(ModelDrafter(self._drafter_runtime, sampling, self.config.drafter.p_min))
         return out
@@ -219,8 +236,14 @@ class Engine:
         draft: str | None = None,
         on_delta: Delta | None = None,
         cancel: threading.Event | None = None,
+        pool_key: str = "",
+        use_pool: bool | None = None,
     ) -> GenResult:
-        """Generate from prompt tokens; the lowest-level call every other one goes through."""
+        """Generate from prompt tokens; the lowest-level call every other one goes through.
+
+        The output joins user `pool_key`'s pool of earlier outputs (`pool`), which later
+        requests draft from; `use_pool` overrides the `pool.use_pool` setting.
+        """
         refs = [Reference.of(r) for r in references]
         total = sum(len(r.text) for r in refs)
         cap = self.config.reference.max_reference_chars
@@ -235,16 +258,20 @@ class Engine:
             )
         gen = replace(gen, max_tokens=min(gen.max_tokens, self.target.n_ctx - len(tokens)))
         with self._lock:
-            return generate(
+            pool = self.pool(pool_key, use_pool)
+            res = generate(
                 self.target,
                 tokens,
-                self.drafters(gen.sampling, draft),
+                self.drafters(gen.sampling, draft, pool),
                 self.controller,
                 gen,
                 refs,
                 on_delta=on_delta,
                 cancel=cancel,
             )
+            if pool is not None:
+                pool.add(res.tokens)
+            return res
 
     def generate(
         self,
@@ -259,11 +286,20 @@ class Engine:
         fixed_k: int | None = None,
         on_delta: Delta | None = None,
         cancel: threading.Event | None = None,
+        pool_key: str = "",
+        use_pool: bool | None = None,
     ) -> GenResult:
         """Generate a completion; `references` are texts the output is likely to copy."""
         gen = GenConfig(max_tokens, tuple(stop), sampling or SamplingSettings(), fixed_k)
         return self.run_tokens(
-            self.prompt_tokens(prompt, chat), gen, references, draft, on_delta, cancel
+            self.prompt_tokens(prompt, chat),
+            gen,
+            references,
+            draft,
+            on_delta,
+            cancel,
+            pool_key,
+            use_pool,
         )
 
     def stream_generate(self, prompt: str | Sequence[Message], **kw: Any) -> TextStreamIter:
@@ -290,6 +326,8 @@ class Engine:
         engine: ApplyEngine = "auto",
         path: str | None = None,
         guard: GuardMode | bool | None = None,
+        pool_key: str = "",
+        use_pool: bool | None = None,
     ) -> ApplyResult:
         """Merge an edit snippet into a file.
 
@@ -307,7 +345,7 @@ class Engine:
         lines of the original and the snippet, "order" to those in the texts' order (no skip
         the snippet does not show), "markers" against marker lines the original
         lacks, "off" (False) not at all. It is part of the target, so plain and speculative
-        decoding both apply it.
+        decoding both apply it. A model's answer joins user `pool_key`'s pool (`run_tokens`).
         """
         check_policy(on_lazy)
         guard = guard_mode(self.config.apply.guard if guard is None else guard)
@@ -357,7 +395,14 @@ class Engine:
                 plan.budget, plan.stop, sampling or SamplingSettings(), fixed_k, plan.guard
             )
             out = self.run_tokens(
-                plan.tokens, gen, plan.references, draft, plan.stream_filter(cb), cancel
+                plan.tokens,
+                gen,
+                plan.references,
+                draft,
+                plan.stream_filter(cb),
+                cancel,
+                pool_key,
+                use_pool,
             )
             return plan.finish(out.text, out.stats, out.tokens, on_lazy)
 
@@ -452,6 +497,7 @@ def build_engine(
     bundle: str | None = None,
     verify_bundle: bool = False,
     guard: str | None = None,
+    pool: bool | None = None,
 ) -> Engine:
     """An Engine from command-line style options; precedence: option > profile > defaults.
 
@@ -480,6 +526,7 @@ def build_engine(
         backend=backend_name(runtime) if runtime else None,
         k_max=k_max,
         guard=guard,
+        use_pool=pool,
     )
     if drafter is None and model is None and cfg.drafter.kind in ("hybrid", "model"):
         drafter = cfg.drafter.model or DEMO_DRAFTER

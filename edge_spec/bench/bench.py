@@ -22,6 +22,7 @@ from edge_spec.apply.merge.markers import snippet_markers
 from edge_spec.bench.metrics import (
     MISS_CLASSES,
     line_similarity,
+    line_split,
     miss_class,
     token_equal,
     ws_equal,
@@ -62,7 +63,11 @@ def run_ours(engine: Any, task: dict[str, Any], mode: Mode, opts: RunOptions) ->
         return _run_apply(engine, task, mode, opts)
     t0 = time.perf_counter()
     res = engine.generate(
-        task["prompt"], max_tokens=opts.max_tokens or 256, draft=mode.draft, fixed_k=mode.fixed_k
+        task["prompt"],
+        max_tokens=opts.max_tokens or 256,
+        draft=mode.draft,
+        fixed_k=mode.fixed_k,
+        use_pool=mode.pool,
     )
     d = _stats_record(res.text, res.stats)
     d["e2e_ms"] = _ms_since(t0)
@@ -90,6 +95,7 @@ def _run_apply(engine: Any, task: dict[str, Any], mode: Mode, opts: RunOptions) 
             path=task.get("path"),
             guard=opts.guard,
             on_lazy=opts.on_lazy,
+            use_pool=mode.pool,
         )
     except UserError as exc:  # what `edge-spec run` says in one line, writing nothing
         return {
@@ -107,6 +113,10 @@ def _run_apply(engine: Any, task: dict[str, Any], mode: Mode, opts: RunOptions) 
     prompt, tokens = res.extra.get("prompt"), res.extra.get("tokens") or []
     d["_ids"] = (prompt, list(tokens), res.extra.get("guard")) if prompt is not None else None
     d["output_ids"] = [int(t) for t in tokens]
+    if tokens and res.engine == "model":  # one prompt, one answer: its steps map onto lines
+        pieces = [engine.target.token_bytes(t) for t in tokens]
+        emitted = [a + 1 for a in d["accepted_trace"]]
+        d.update(line_split(pieces, emitted, task["original"]))
     return d
 
 
@@ -201,7 +211,10 @@ def bench(
     # One controller per mode: what a mode learns carries over its own requests, as in a server,
     # and never into another mode's (a fixed-K run would otherwise teach the adaptive one).
     controllers = {m.name: Controller(engine.controller.cfg) for m in modes if not m.peer}
-    own = engine.controller
+    # Pools likewise: a mode drafts only from its own earlier outputs, in the tasks' order
+    # (plain's answer to this very task must not be in another mode's pool).
+    pools: dict[str, dict[str, Any]] = {name: {} for name in controllers}
+    own, own_pools = engine.controller, getattr(engine, "pools", None)
     for r in range(repeat):
         for task in tasks:
             plain_text = None
@@ -210,6 +223,7 @@ def bench(
             for mode in modes:
                 if mode.name in controllers:
                     engine.controller = controllers[mode.name]
+                    engine.pools = pools[mode.name]
                 d = run_task(engine, peers, task, mode, opts)
                 ids = d.pop("_ids", None)
                 rec = {"task_id": task["id"], "mode": mode.name, "repeat": r, **d}
@@ -266,7 +280,7 @@ def bench(
                 records.append(rec)
                 if progress:
                     progress(f"{task['id']} {mode.name}")
-    engine.controller = own
+    engine.controller, engine.pools = own, own_pools
     return records
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from difflib import SequenceMatcher
 
 
@@ -70,3 +71,37 @@ def miss_class(rec: dict[str, object]) -> str | None:
     if any(isinstance(v, dict) and v.get("status") == "unplaced" for v in verdicts):
         return "unplaced"
     return "other"
+
+
+def line_split(
+    pieces: Sequence[bytes], emitted: Sequence[int], original: str
+) -> dict[str, float | int]:
+    """Tokens and forwards an apply answer spent on changed lines apart from copied ones.
+
+    `pieces` are the output tokens' bytes, `emitted[i]` how many tokens forward i produced. A
+    token belongs to the line it starts on; a line is changed when no original line reads
+    the same (ignoring surrounding whitespace; blank lines count as copied). A forward's cost is
+    shared between the two in proportion to the tokens it produced on each, so
+    `changed_tokens / changed_forwards` is the tokens per forward on the changed lines.
+    """
+    text = b"".join(pieces).decode("utf-8", "replace")
+    seen = {ln.strip() for ln in original.splitlines()}
+    changed_line = [bool(ln.strip()) and ln.strip() not in seen for ln in text.split("\n")]
+    flags, line = [], 0
+    for piece in pieces:
+        flags.append(changed_line[min(line, len(changed_line) - 1)])
+        line += piece.count(b"\n")
+    out: dict[str, float | int] = {"changed_tokens": sum(flags), "copied_tokens": 0}
+    out["copied_tokens"] = len(flags) - out["changed_tokens"]
+    fwd_changed = fwd_copied = 0.0
+    i = 0
+    for n in emitted:
+        part = flags[i : i + n]
+        i += n
+        if part:
+            share = sum(part) / len(part)
+            fwd_changed += share
+            fwd_copied += 1 - share
+    out["changed_forwards"] = round(fwd_changed, 3)
+    out["copied_forwards"] = round(fwd_copied, 3)
+    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +41,30 @@ class Mode:
     fixed_k: int | None = None
     peer: str | None = None
     param: int | None = None
+    pool: bool | None = None  # draft from earlier outputs; None: the engine's setting
+
+
+_POOL_SUFFIXES = (("-nopool", False), ("-pool", True))
+
+
+def _pool_of(name: str) -> tuple[str, bool | None]:
+    """`spec-adaptive-nopool` -> (`spec-adaptive`, False): our modes with or without the pool."""
+    for suffix, use in _POOL_SUFFIXES:
+        if name.startswith("spec-") and name.endswith(suffix):
+            return name.removesuffix(suffix), use
+    return name, None
 
 
 def parse_modes(spec: str, baseline: bool = True) -> list[Mode]:
-    """`plain,spec-adaptive,spec-fixed-8,llamacpp-pld,llamacpp-pld-4` -> modes (plain first)."""
+    """`plain,spec-adaptive,spec-fixed-8,llamacpp-pld,llamacpp-pld-4` -> modes (plain first);
+    `-pool` / `-nopool` after one of ours runs it with or without the pool of earlier outputs."""
     modes: list[Mode] = []
-    for name in (s.strip() for s in spec.split(",") if s.strip()):
-        if name == "plain":
+    for full in (s.strip() for s in spec.split(",") if s.strip()):
+        name, pool = _pool_of(full)
+        if pool is not None:
+            inner = parse_modes(name, baseline=False)[0]
+            modes.append(replace(inner, name=full, pool=pool))
+        elif name == "plain":
             modes.append(Mode(name))
         elif name in ("spec-adaptive", "spec-adaptive-hybrid"):
             modes.append(Mode(name, "hybrid"))

@@ -97,6 +97,7 @@ def bench(**o: Any) -> None:
         runtime=o["runtime"],
         bundle=o["bundle"],
         verify_bundle=o["verify"],
+        pool=o["pool"],
     )
     note_profile(engine.profile_label, o["profile"])
     # The llama.cpp peers only compare fairly with a llama.cpp baseline. Only they load the

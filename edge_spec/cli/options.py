@@ -14,6 +14,7 @@ from edge_spec.config.settings import (
     GUARD_MODES,
     ApplySettings,
     GuardMode,
+    PoolSettings,
     RuntimeSettings,
 )
 
@@ -59,6 +60,13 @@ def model_options(fn: F) -> F:
                 type=click.Choice(DRAFT_MODES),
                 default=None,
                 help="Drafting: hybrid (default), reference, model or none (plain decoding).",
+            ),
+            click.option(
+                "--pool/--no-pool",
+                default=None,
+                help="Draft also from the engine's earlier outputs (a pool per engine and "
+                "user, kept in memory; default: "
+                f"{'on' if PoolSettings.use_pool else 'off'}).",
             ),
         ],
     )

@@ -170,6 +170,7 @@ class RunArgs:
     bundle: str | None
     verify: bool
     draft: DraftMode | None
+    pool: bool | None
     runtime: Backend | None
     profile: str | None
     threads: int | None
@@ -233,6 +234,7 @@ def _run(a: RunArgs) -> None:
         runtime=a.runtime,
         bundle=a.bundle,
         verify_bundle=a.verify,
+        pool=a.pool,
     )
     note_profile(engine.profile_label, a.profile)
     sampling = SamplingSettings(a.temperature, a.top_k, a.top_p, a.seed)

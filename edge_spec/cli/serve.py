@@ -46,6 +46,7 @@ def engine_options(o: dict[str, Any]) -> dict[str, Any]:
         "bundle": o.get("bundle"),
         "verify_bundle": bool(o.get("verify")),
         "guard": chosen_guard(o.get("guard"), bool(o.get("no_guard"))),
+        "pool": o.get("pool"),
     }
 
 

@@ -154,6 +154,14 @@ DEFAULT_FEATURE_PRIORS: Mapping[str, float] = {
     "ref-n-le2": 0.5,
     "ref-text": 0.6,
     "model": 0.7,
+    # Pool drafts (what followed the same context in an earlier output), by match length:
+    # a long match is the same edit again; a short one is often common code going elsewhere.
+    "pool": 0.6,
+    "pool-le2": 0.3,
+    "pool-le4": 0.5,
+    "pool-le8": 0.7,
+    "pool-le16": 0.85,
+    "pool-gt16": 0.9,
 }
 
 
@@ -192,7 +200,7 @@ class ControllerSettings:
     verify_ms: Mapping[int, float] = setting(toml=False, factory=lambda: dict(DEFAULT_VERIFY_MS))
     # Drafting cost per token relative to one target forward of one token, until measured.
     draft_cost_ratio: Mapping[str, float] = setting(
-        toml=False, factory=lambda: {"reference": 0.001, "model": 0.53}
+        toml=False, factory=lambda: {"reference": 0.001, "pool": 0.001, "model": 0.53}
     )
 
 
@@ -205,6 +213,21 @@ class ReferenceSettings:
     text_min_chars: int = setting(12, lo=1, hi=1024)
     max_reference_tokens: int = setting(200_000, lo=1)
     max_reference_chars: int = setting(2_000_000, lo=1)
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """The pool of earlier outputs one engine drafts from (`edge_spec.drafters.pool`; not in
+    profiles: what repeats depends on the work, not the machine)."""
+
+    use_pool: bool = setting(True)
+    # Estimated memory of one pool; the oldest outputs go first past it.
+    pool_max_mb: float = setting(64.0, lo=0.0, hi=1 << 20)
+    pool_ngram: int = setting(3, lo=1, hi=64)  # tokens a lookup key holds
+    pool_match_max: int = setting(64, lo=1, hi=4096)  # longest match measured
+    pool_candidates: int = setting(16, lo=1, hi=1024)  # recent occurrences kept per key
+    # A draft ends where fewer than this share of the matching occurrences go on alike.
+    pool_min_share: float = setting(0.5, lo=0.0, hi=1.0)
 
 
 @dataclass(frozen=True)
@@ -311,6 +334,7 @@ class EngineConfig:
     drafter: DrafterSettings = field(default_factory=DrafterSettings)
     controller: ControllerSettings = field(default_factory=ControllerSettings)
     reference: ReferenceSettings = field(default_factory=ReferenceSettings)
+    pool: PoolSettings = field(default_factory=PoolSettings)
     apply: ApplySettings = field(default_factory=ApplySettings)
 
     def override(self, **values: Any) -> EngineConfig:
@@ -333,6 +357,7 @@ _SECTION_OF: dict[str, str] = {
         ("drafter", DrafterSettings),
         ("controller", ControllerSettings),
         ("reference", ReferenceSettings),
+        ("pool", PoolSettings),
         ("apply", ApplySettings),
     )
     for f in fields(cls)

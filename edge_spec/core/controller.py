@@ -212,33 +212,44 @@ class Controller:
         """A drafter's measured prefill cost per context token, else its per-token draft cost."""
         return self._prefill_ms.get(source, self.draft_ms(source, 1))
 
+    def cheap(self, source: str) -> bool:
+        """Whether a drafter costs next to nothing per token (a lookup, not a model)."""
+        return self.cfg.draft_cost_ratio.get(source, 0.0) < 0.01
+
     def budget(self, source: str, limit: int, context_len: int = 0) -> int:
         """How many tokens to ask of drafter `source`: all a cheap one has, a costly one's best."""
-        if self.cfg.draft_cost_ratio.get(source, 0.0) < 0.01:
+        if self.cheap(source):
             return min(limit, self.cfg.k_max)
         return self.best_k(source, limit, context_len)
 
     def select(
         self, drafters: Sequence[Drafter], context: Sequence[int], limit: int
     ) -> tuple[Draft, int]:
-        """Ask the drafters in order; the first draft worth verifying wins: (draft, k).
+        """Ask the drafters in order: (draft, k) of the one worth verifying.
 
-        This is the hybrid (docs/design.md): the reference drafter when it has a match that pays,
-        else the model drafter when its expected gain pays for its cost, else plain decoding.
+        This is the hybrid (docs/design.md): among the cheap drafters (lookups: the reference,
+        the pool) the draft with the best expected gain, when one pays; else the model drafter
+        when its expected gain pays for its cost; else plain decoding. A costly drafter is not
+        asked once a cheap draft pays.
         """
         fallback, fallback_k = EMPTY, None
+        best: tuple[float, Draft, int] | None = None
         for drafter in drafters:
+            if best is not None and not self.cheap(drafter.name):
+                break
             n = self.budget(drafter.name, limit, len(context)) if limit > 0 else 0
             if n <= 0:
                 continue
             draft = drafter.propose(context, n)
             if not len(draft):
                 continue
-            k = self.best_prefix(draft, limit)[0]
-            if k > 0:
-                return draft, self.choose(draft, limit, k)
-            if fallback is EMPTY:
+            k, gain = self.best_prefix(draft, limit)
+            if k > 0 and (best is None or gain > best[0]):
+                best = (gain, draft, k)
+            elif k == 0 and fallback is EMPTY:
                 fallback, fallback_k = draft, k
+        if best is not None:
+            return best[1], self.choose(best[1], limit, best[2])
         return fallback, self.choose(fallback, limit, fallback_k)
 
     # ---- learning ---------------------------------------------------------------------

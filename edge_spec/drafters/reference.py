@@ -29,7 +29,8 @@ def _streak_bucket(n: int) -> str:
     return "s64" if n >= 64 else ("s8" if n >= 8 else "s0")
 
 
-def _bucket(n: int) -> str:
+def length_bucket(n: int) -> str:
+    """The match-length bucket a feature names: le2, le4, le8, le16 or gt16."""
     for edge in (2, 4, 8, 16):
         if n <= edge:
             return f"le{edge}"
@@ -168,7 +169,9 @@ class ReferenceDrafter:
             return self._text_draft(context, limit)
         (aligned, length, _, _), r, p = best
         self._last = (r, p)
-        feature = f"ref-a-{_streak_bucket(self._streak)}" if aligned else f"ref-n-{_bucket(length)}"
+        feature = (
+            f"ref-a-{_streak_bucket(self._streak)}" if aligned else f"ref-n-{length_bucket(length)}"
+        )
         return Draft(tokens=self._slice(r, p, limit), source="reference", feature=feature)
 
     def _text_draft(self, context: Sequence[int], limit: int) -> Draft:
