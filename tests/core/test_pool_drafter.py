@@ -173,18 +173,24 @@ def test_sampling_keeps_the_target_distribution() -> None:
 
 @pytest.mark.real
 def test_real_model_output_is_plain_greedy_and_the_pool_drafts(smollm2_rt) -> None:  # noqa: ANN001
+    # Applies: the pool fills from each answer and the output stays plain greedy's.
     original = "import os\n\ndef paths(root):\n    return os.listdir(root)\n"
     update = "from pkg.util import load_config as read_settings\nimport os\n"
     eng = Engine(smollm2_rt, None, EngineConfig().override(kind="reference"))
-    steps = []
     for name in ("paths", "names", "files"):
         text = original.replace("paths", name)
         plain = eng.apply(text, update, draft="none", engine="model", use_pool=False)
         spec = eng.apply(text, update, engine="model")
         assert spec.text == plain.text, name
-        steps += [s for s in spec.stats.steps if s.source == "pool"]
     assert eng.pools[""].outputs == 3
-    assert sum(s.accepted for s in steps) > 0, "the pool never drafted an accepted token"
+    # A request asked again, with no reference holding the first answer: only the pool can
+    # draft it, and what it drafts is accepted.
+    prompt = "Write a Python function that returns the squares of a list of numbers."
+    first = eng.generate(prompt, max_tokens=48, draft="none", use_pool=True)
+    again = eng.generate(prompt, max_tokens=48, use_pool=True)
+    assert again.text == first.text
+    accepted = sum(s.accepted for s in again.stats.steps if s.source == "pool")
+    assert accepted > 0, "the pool never drafted an accepted token"
 
 
 def test_bench_modes_with_and_without_the_pool() -> None:
