@@ -187,11 +187,31 @@ def folder_vocab(folder: str | os.PathLike[str]) -> VocabInfo:
     )
 
 
+def sentencepiece_refusal(
+    path: Path, model: dict[str, Any] | None = None, what: str = "GGUF export"
+) -> str:
+    """One line: which vocabulary this is, that it is not supported, and what to do instead."""
+    if model is None:
+        kind = "a SentencePiece vocabulary (tokenizer.model, no tokenizer.json)"
+    elif model.get("type") == "BPE":
+        kind = "a SentencePiece-style BPE vocabulary (byte fallback)"
+    else:
+        kind = f"a {model.get('type')} vocabulary"
+    return (
+        f"{path}: {kind}, as Llama 2, Gemma and Phi-3-mini ship, is not supported for "
+        f"{what}; only byte-level BPE vocabularies convert (Qwen2/Qwen3, Llama 3, SmolLM, "
+        "Granite, StarCoder2, Phi-4): convert this model with llama.cpp's convert_hf_to_gguf.py "
+        "and pass the .gguf to edge-spec export"
+    )
+
+
 def model_vocab(path: str | os.PathLike[str]) -> VocabInfo:
     """VocabInfo of a .gguf file or a folder with tokenizer.json (HF checkpoint, ONNX, bundle part)."""
     p = Path(path)
     if p.is_dir():
         if not (p / "tokenizer.json").is_file():
+            if (p / "tokenizer.model").is_file():
+                raise UserError(sentencepiece_refusal(p / "tokenizer.model", what="export"))
             raise UserError(f"{p}: no tokenizer.json in this folder; cannot check pairing")
         return folder_vocab(p)
     return gguf_vocab(p)

@@ -21,6 +21,7 @@ import numpy as np
 
 from edge_spec.errors import UserError, require
 from edge_spec.export.gguf_arches import ARCHES, Arch, arch_of, norm_eps, rope_dims, transform
+from edge_spec.export.gguf_info import sentencepiece_refusal
 from edge_spec.fsutil import atomic_path
 from edge_spec.store.checkpoint import check_hf_checkpoint
 
@@ -262,6 +263,8 @@ def vocab_from_tokenizer(folder: Path, cfg: dict[str, Any]) -> tuple[list[str], 
     """(token texts, GGUF token types, pre-tokenizer) from tokenizer.json, padded to vocab_size."""
     gguf = require("gguf", "export")
     path = folder / "tokenizer.json"
+    if not path.is_file() and (folder / "tokenizer.model").is_file():
+        raise UserError(sentencepiece_refusal(folder / "tokenizer.model"))
     try:
         tok = json.loads(path.read_text(encoding="utf-8"))
         model, added = tok["model"], tok.get("added_tokens") or []
@@ -271,10 +274,7 @@ def vocab_from_tokenizer(folder: Path, cfg: dict[str, Any]) -> tuple[list[str], 
             f"{path}: cannot read the tokenizer ({exc}); a tokenizer.json is needed for GGUF export"
         ) from None
     if model.get("type") != "BPE" or model.get("byte_fallback"):
-        raise UserError(
-            f"{path}: only byte-level BPE tokenizers (GPT-2 style) are supported, "
-            f"not {model.get('type')}{' with byte fallback' if model.get('byte_fallback') else ''}"
-        )
+        raise UserError(sentencepiece_refusal(path, model))
     pre = pre_tokenizer_name(tok)
     ids = list(vocab.values()) + [int(a["id"]) for a in added]
     n = max(int(cfg.get("vocab_size") or 0), max(ids) + 1)

@@ -256,20 +256,3 @@ def fingerprint(token_text: Sequence[str], bos: int | None, eos: int | None) -> 
         h.update(t.encode("utf-8", "surrogatepass"))
         h.update(b"\0")
     return h.hexdigest()[:16]
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the common prefix of two token sequences."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-def sync_prefix(rt: Runtime, tokens: Sequence[int]) -> int:
-    """Roll the KV cache back to its common prefix with `tokens`; return that length."""
-    keep = common_prefix(rt.tokens, tokens)
-    if keep < rt.n_tokens:
-        rt.truncate(keep)
-    return keep

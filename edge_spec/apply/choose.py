@@ -24,7 +24,8 @@ from edge_spec.apply.merge.candidates import alternative_edits
 from edge_spec.apply.plan import plan_apply
 from edge_spec.apply.region import snippet_part
 from edge_spec.config.settings import ApplySettings
-from edge_spec.runtimes.base import Runtime, sync_prefix
+from edge_spec.runtimes.base import Runtime
+from edge_spec.runtimes.prefix import prefill
 
 _ROWS = 64  # logits rows per forward: a row is the whole vocabulary
 
@@ -100,9 +101,7 @@ def score_texts(rt: Runtime, prompt: Sequence[int], texts: Sequence[str]) -> lis
             next((i for i, (a, b) in enumerate(zip(toks[0], t, strict=False)) if a != b), shared),
         )
     base = list(prompt) + toks[0][:shared]
-    keep = sync_prefix(rt, base[:-1])
-    for at in range(keep, len(base) - 1, max(1, rt.n_batch)):
-        rt.eval(base[at : min(at + rt.n_batch, len(base) - 1)], rows=[])
+    prefill(rt, base[:-1])
     out = []
     for t in toks:
         rt.truncate(len(base) - 1)

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from edge_spec.core.guard import Guard, guard_state
-from edge_spec.runtimes.base import Runtime, mask_row, sync_prefix
+from edge_spec.runtimes.base import Runtime, mask_row
+from edge_spec.runtimes.prefix import sync_prefix
 
 
 @dataclass(frozen=True)

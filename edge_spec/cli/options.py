@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-from edge_spec.cli.output import int_range
+from edge_spec.cli.output import float_range, int_range
 from edge_spec.config.settings import (
     BACKENDS,
     DRAFT_MODES,
@@ -16,6 +16,7 @@ from edge_spec.config.settings import (
     GuardMode,
     PoolSettings,
     RuntimeSettings,
+    ServerSettings,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -139,3 +140,45 @@ def guard_options(fn: F) -> F:
 def chosen_guard(guard: GuardMode | None, no_guard: bool) -> GuardMode | None:
     """The guard the options name (None: the engine's default)."""
     return "off" if no_guard else guard
+
+
+def _server_limit(flag: str, field: str, help_text: str) -> Callable[[F], F]:
+    """An option for one `ServerSettings` bound, its default and range taken from there."""
+    is_int = isinstance(getattr(ServerSettings, field), int)
+    kind = int_range if is_int else float_range
+    return click.option(
+        flag,
+        field,
+        type=kind(ServerSettings, field),
+        default=getattr(ServerSettings, field),
+        show_default=True,
+        metavar="N" if is_int else "SECONDS",
+        help=help_text,
+    )
+
+
+def connection_options(fn: F) -> F:
+    """How long a client may take and how many may connect (`serve`)."""
+    return _stack(
+        fn,
+        [
+            _server_limit(
+                "--header-timeout",
+                "header_timeout_s",
+                "The request line and headers must arrive within this; else 408.",
+            ),
+            _server_limit(
+                "--body-timeout",
+                "body_timeout_s",
+                "The whole request body must arrive within this; else 408.",
+            ),
+            _server_limit(
+                "--keep-alive", "keep_alive_s", "An idle keep-alive connection closes after this."
+            ),
+            _server_limit(
+                "--max-connections",
+                "max_connections",
+                "Open sockets at most; a new one past this gets 503 and is closed.",
+            ),
+        ],
+    )

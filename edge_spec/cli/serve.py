@@ -8,7 +8,13 @@ from typing import Any
 
 import click
 
-from edge_spec.cli.options import chosen_guard, guard_options, model_options, runtime_options
+from edge_spec.cli.options import (
+    chosen_guard,
+    connection_options,
+    guard_options,
+    model_options,
+    runtime_options,
+)
 from edge_spec.cli.output import int_range, note_profile
 from edge_spec.config.settings import (
     ClusterSettings,
@@ -108,6 +114,7 @@ def serve_cluster(o: dict[str, Any], settings: ServerSettings) -> None:
     show_default=True,
     help="Largest request body; larger gets 413.",
 )
+@connection_options
 @click.option(
     "--allowed-host",
     "allowed_hosts",
@@ -194,6 +201,10 @@ def serve(**o: Any) -> None:
         api_key=o["api_key"] or None,
         max_queue=o["max_queue"],
         max_body_bytes=o["max_body_bytes"],
+        header_timeout_s=o["header_timeout_s"],
+        body_timeout_s=o["body_timeout_s"],
+        keep_alive_s=o["keep_alive_s"],
+        max_connections=o["max_connections"],
         allowed_hosts=_split(o["allowed_hosts"]),
         allowed_origins=_split(o["allowed_origins"]),
     )

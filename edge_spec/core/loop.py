@@ -17,7 +17,8 @@ from edge_spec.core.textstream import TextStream
 from edge_spec.core.types import Drafter, Reference
 from edge_spec.core.verify import verify_stochastic
 from edge_spec.errors import UserError
-from edge_spec.runtimes.base import RowBan, Runtime, mask_row, sync_prefix
+from edge_spec.runtimes.base import RowBan, Runtime, mask_row
+from edge_spec.runtimes.prefix import prefill
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ def _prefill(
     cancel: threading.Event | None = None,
     clock: Callable[[], float] = _now,
 ) -> bool:
-    """Evaluate all but the last prompt token, reusing the KV prefix left by the last request.
+    """Evaluate all but the last prompt token, reusing the KV prefix left by the last request
+    in whole n_batch chunks only (`edge_spec.runtimes.prefix`).
 
     Returns False when cancelled; long prompts are evaluated in chunks so a cancel lands soon.
     """
@@ -61,13 +63,11 @@ def _prefill(
             f"{target.n_ctx}; shorten the input or raise n_ctx"
         )
     t0 = clock()
-    keep = sync_prefix(target, prompt[:-1])
-    stats.prompt_tokens, stats.cached_tokens = len(prompt), keep
-    step = max(1, target.n_batch)
-    for start in range(keep, len(prompt) - 1, step):
-        if cancel is not None and cancel.is_set():
-            return False
-        target.eval(prompt[start : min(start + step, len(prompt) - 1)], rows=[])
+    stats.prompt_tokens = len(prompt)
+    keep = prefill(target, prompt[:-1], cancel)
+    if keep is None:
+        return False
+    stats.cached_tokens = keep
     stats.prefill_ms = clock() - t0
     return True
 

@@ -10,7 +10,8 @@ import numpy as np
 from edge_spec.config.settings import SamplingSettings
 from edge_spec.core.types import EMPTY, Draft, Reference
 from edge_spec.core.verify import target_probs
-from edge_spec.runtimes.base import Runtime, sync_prefix
+from edge_spec.runtimes.base import Runtime
+from edge_spec.runtimes.prefix import sync_prefix
 
 
 def _softmax(row: np.ndarray) -> np.ndarray:

@@ -32,6 +32,7 @@ MAX_KV = MAX_TENSORS = 1 << 18  # real models have a few thousand; caps memory f
 KEEP_ARRAY_MAX = 64
 KEEP_BUDGET = 64 << 20  # total bytes of metadata kept; past it, values become Omitted
 MAX_ITEMS = 1 << 21  # strings and arrays walked in all (real: < 600k); bounds the time spent
+_U64 = struct.Struct("<Q")
 _CHUNK = 1 << 20  # strings longer than this are validated in pieces and not kept
 
 # ggml type id -> (name, elements per block, bytes per block), as in ggml-common.h.
@@ -203,6 +204,33 @@ class _Reader:
             raise self.fail(f"{what} {n} {where} exceeds the file size")
         return n
 
+    def walk_strings(self, count: int, where: str) -> None:
+        """Check `count` strings in a row without keeping them: the checks of `length` and
+        `text` inlined, since this loop walks every token and merge of a vocabulary."""
+        what, read, size, unpack = f"the string {where}", self.fh.read, self.size, _U64.unpack
+        for _ in range(count):
+            if self.pos + 8 > size:
+                raise self.fail(f"file ends at byte {size} while reading the string length {where}")
+            head = read(8)
+            if len(head) != 8:
+                raise self.fail(f"file ends early while reading the string length {where}")
+            self.pos += 8
+            (n,) = unpack(head)
+            if n > size - self.pos:
+                raise self.fail(f"string length {n} {where} exceeds the file size")
+            if n > _CHUNK:
+                self.text(n, what)
+                continue
+            data = read(n)
+            if len(data) != n:
+                raise self.fail(f"file ends early while reading {what}")
+            self.pos += n
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                bad = _q(data[exc.start : exc.end])
+                raise self.fail(f"{what} is not valid UTF-8 ({bad})") from None
+
     def tick(self, n: int = 1) -> None:
         """Count strings and arrays walked, so a crafted header cannot cost unbounded time."""
         self.items -= n
@@ -266,10 +294,7 @@ def _array(r: _Reader, key: str, depth: int) -> tuple[Any, ...] | Omitted:
         r.skip(count * _MIN_SIZE[etype], f"the array at {where}")
     elif etype == _STRING:
         r.tick(count)
-        where = f"in the array at {where}"
-        what = f"the string {where}"
-        for _ in range(count):  # the hot loop for tokenizer vocabularies: keep it lean
-            r.text(r.length("string length", where), what)
+        r.walk_strings(count, f"in the array at {where}")
     else:
         r.tick(count)
         for _ in range(count):

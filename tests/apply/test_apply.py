@@ -108,8 +108,8 @@ def test_accuracy_metrics() -> None:
 
 def test_the_original_comes_first_so_a_resent_file_reuses_its_prefix() -> None:
     from edge_spec.apply.plan import plan_apply
-    from edge_spec.runtimes.base import common_prefix
     from edge_spec.runtimes.fake import FakeRuntime
+    from edge_spec.runtimes.prefix import common_prefix
 
     rt = FakeRuntime(n_ctx=8192)
     a = plan_apply(rt, ORIG * 20, UPD, "bump to 2")

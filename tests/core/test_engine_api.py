@@ -35,7 +35,9 @@ def test_second_apply_reuses_prefix() -> None:
     first = eng.apply(ORIG, UPD, engine="model")
     second = eng.apply(ORIG, UPD, engine="model")
     assert first.stats.cached_tokens == 0
-    assert second.stats.cached_tokens == second.stats.prompt_tokens - 1
+    # reused in whole n_batch chunks, the rest evaluated as a fresh prompt would be
+    n_batch = eng.target.n_batch
+    assert second.stats.cached_tokens == (second.stats.prompt_tokens - 1) // n_batch * n_batch > 0
     assert second.text == first.text
 
 

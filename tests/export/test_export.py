@@ -333,3 +333,54 @@ def test_phi3_longrope_refused() -> None:
     }
     with pytest.raises(UserError, match="LongRoPE"):
         ARCHES["phi3"].extra(gguf.GGUFWriter(None, "phi3"), cfg, Path("ckpt"))
+
+
+def _llama_with_vocab(root: Path, tokenizer: dict | None) -> Path:
+    """A one-layer llama checkpoint folder whose vocabulary is `tokenizer` (a tokenizer.json
+    body), or only a SentencePiece `tokenizer.model` when None."""
+    np = pytest.importorskip("numpy")
+    st = pytest.importorskip("safetensors.numpy")
+    cfg = {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": 8,
+        "intermediate_size": 16,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "vocab_size": 4,
+        "max_position_embeddings": 64,
+        "rms_norm_eps": 1e-6,
+    }
+    root.mkdir()
+    (root / "config.json").write_text(json.dumps(cfg))
+    st.save_file(
+        {"model.embed_tokens.weight": np.zeros((4, 8), np.float32)}, root / "m.safetensors"
+    )
+    if tokenizer is None:
+        (root / "tokenizer.model").write_bytes(b"\n\x0b\n\x05<unk>\x15\x00\x00\x00\x00\x18\x02")
+    else:
+        (root / "tokenizer.json").write_text(json.dumps(tokenizer))
+    return root
+
+
+_SPM_BPE = {"type": "BPE", "byte_fallback": True, "vocab": {"<unk>": 0, "▁a": 1, "a": 2, "▁": 3}}
+
+
+@pytest.mark.parametrize(
+    ("tokenizer", "kind"),
+    [
+        (None, "SentencePiece vocabulary (tokenizer.model"),
+        ({"model": {**_SPM_BPE, "merges": ["▁ a"]}}, "SentencePiece-style BPE vocabulary"),
+        ({"model": {"type": "Unigram", "vocab": [["<unk>", 0.0]]}}, "Unigram vocabulary"),
+    ],
+)
+def test_sentencepiece_vocabulary_refused_with_what_to_do(
+    tmp_path: Path, tokenizer: dict | None, kind: str
+) -> None:
+    src = _llama_with_vocab(tmp_path / "ckpt", tokenizer)
+    res = invoke("export", str(src), "--format", "gguf", "--out", str(tmp_path / "b"), "-q")
+    err = one_line_error(res)
+    assert kind in err and "is not supported for" in err and "export" in err, err
+    assert "convert_hf_to_gguf.py" in err and "byte-level BPE" in err, err
+    assert not (tmp_path / "b").exists() and no_partials(tmp_path)

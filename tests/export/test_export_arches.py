@@ -50,8 +50,11 @@ def tokenizers(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     }
 
 
-def tiny(model_type: str, tokenizers: dict[str, Path], root: Path, seed: int = 0) -> Path:
-    tok = tokenizers["qwen" if model_type in QWEN_FAMILIES else "smol"]
+def tiny(
+    model_type: str, tokenizers: dict[str, Path], root: Path, seed: int = 0, vocab: str = ""
+) -> Path:
+    """The family's tiny checkpoint, with its usual vocabulary unless `vocab` names one."""
+    tok = tokenizers[vocab or ("qwen" if model_type in QWEN_FAMILIES else "smol")]
     return build_tiny(model_type, tok, root / f"{model_type}-{seed}", seed=seed)
 
 
@@ -157,20 +160,24 @@ def _cli(*args: str):  # noqa: ANN202
 def test_qwen3_pair_bundle_and_run(tokenizers: dict[str, Path], tmp_path: Path) -> None:
     """A Qwen3 target and a smaller Qwen3 drafter (one vocabulary) pair; a Llama with another
     vocabulary is refused with the reason; the exported bundle records architecture and
-    converter, and `edge-spec run --bundle` decodes it speculatively exactly as plainly."""
+    converter, and `edge-spec run --bundle` decodes it speculatively exactly as plainly.
+
+    The plumbing is what is under test here (the Qwen3 family with Qwen's own vocabulary is
+    proven by its round trip above), so the pair takes SmolLM2's vocabulary, a third of the
+    size, and the Llama that must be refused takes Qwen's."""
     import json
 
-    target = tiny("qwen3", tokenizers, tmp_path)
+    target = tiny("qwen3", tokenizers, tmp_path, vocab="smol")
     drafter = build_tiny(
         "qwen3",
-        tokenizers["qwen"],
+        tokenizers["smol"],
         tmp_path / "qwen3-drafter",
         seed=1,
         num_hidden_layers=1,
         hidden_size=32,
         intermediate_size=64,
     )
-    other = tiny("llama", tokenizers, tmp_path)
+    other = tiny("llama", tokenizers, tmp_path, vocab="qwen")
     pair = _cli("inspect", str(target), str(drafter), "--json")
     assert pair.exit_code == 0, pair.output
     assert json.loads(pair.stdout)["pairing"]["pairs"] is True

@@ -94,3 +94,26 @@ def test_a_long_verify_walks_its_rows_on_two_threads_as_on_one(smollm2_rt) -> No
         rt.truncate(start)
         assert rt.greedy(tokens) == host_greedy(rows, tokens[1:])  # the pooled walk
         assert len(host_greedy(rows, tokens[1:])) > 16  # it went past the first block
+
+
+@pytest.mark.parametrize("first", ["same", "longer", "other tail"])
+def test_cached_prefix_gives_the_fresh_answer(smollm2_path, first: str) -> None:  # noqa: ANN001
+    """A greedy answer is the same bytes whether its prompt's head came from the KV cache (left
+    by a request with the same, a longer or another tail) or was evaluated afresh."""
+    from edge_spec.core.controller import Controller
+    from edge_spec.core.loop import GenConfig, generate
+    from edge_spec.runtimes.base import RuntimeOptions
+    from edge_spec.runtimes.llamacpp import LlamaCppRuntime
+
+    opts = RuntimeOptions(n_ctx=512, n_batch=16, threads=2)
+    head = "def merge(a, b):\n    out = []\n    i = j = 0\n    while i < len(a) and j < len(b):\n"
+    prompt = head + "        if a[i] <= b[j]:\n"
+    earlier = {"same": prompt, "longer": prompt + "            out.append(a[i])\n"}
+    earlier["other tail"] = head + "        pass\n"
+    warm, fresh = LlamaCppRuntime(smollm2_path, opts), LlamaCppRuntime(smollm2_path, opts)
+    ids = warm.tokenize(prompt)
+    generate(warm, warm.tokenize(earlier[first]), [], Controller(), GenConfig(max_tokens=24))
+    cached = generate(warm, ids, [], Controller(), GenConfig(max_tokens=24))
+    want = generate(fresh, ids, [], Controller(), GenConfig(max_tokens=24))
+    assert cached.stats.cached_tokens > 0 and cached.stats.cached_tokens % opts.n_batch == 0
+    assert cached.text.encode() == want.text.encode() and cached.tokens == want.tokens

@@ -254,7 +254,10 @@ def test_apply_affinity(cl: SimpleNamespace) -> None:
     assert len(ids) == 2, ids
     tasks = load_tasks(n=12)
     home = {}
-    for t in tasks:  # one file per replica, by the router's own ranking
+    # One file per replica, by the router's own ranking; the longest files first, since a
+    # cached prefix is reused in whole n_batch chunks and a prompt just over one chunk may
+    # share less than a chunk with its re-send (docs/server.md, "Same request, same answer").
+    for t in sorted(tasks, key=lambda t: -len(t["original"])):
         key = affinity_key(ApplyRequest(original=t["original"], update=t["update"]))
         if key:
             home.setdefault(rank_by_key(key, ids)[0], t)
