@@ -220,7 +220,9 @@ class PoolSettings:
     """The pool of earlier outputs one engine drafts from (`edge_spec.drafters.pool`; not in
     profiles: what repeats depends on the work, not the machine)."""
 
-    use_pool: bool = setting(True)
+    # Off until it is shown to pay: on applies the snippet already holds the changed lines,
+    # and a long pool draft verified in one batch can flip a numeric near-tie of greedy.
+    use_pool: bool = setting(False)
     # Estimated memory of one pool; the oldest outputs go first past it.
     pool_max_mb: float = setting(64.0, lo=0.0, hi=1 << 20)
     pool_ngram: int = setting(3, lo=1, hi=64)  # tokens a lookup key holds

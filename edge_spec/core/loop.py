@@ -192,7 +192,9 @@ def _masked(logits: np.ndarray, banned: Sequence[RowBan]) -> np.ndarray:
 
 
 def draft_label(drafters: Sequence[Drafter]) -> str:
-    """The `draft` field of the stats: none, a drafter's name, or hybrid for several."""
-    if not drafters:
+    """The `draft` field of the stats: none, a drafter's name, or hybrid for several. The
+    pool of earlier outputs rides along with the reference drafter and names no mode."""
+    named = [d.name for d in drafters if d.name != "pool"] or [d.name for d in drafters]
+    if not named:
         return "none"
-    return drafters[0].name if len(drafters) == 1 else "hybrid"
+    return named[0] if len(named) == 1 else "hybrid"

@@ -79,6 +79,9 @@ def chain_doubts(
     if not unique:
         b = max(chain.blocks, key=lambda x: x.w)
         n = len(ctx.index.count_run(keys[b.j : b.j + b.n], lo, hi))
+        if noop and n == 1 and len(chain.blocks) == 1 and not out:
+            # Context alone, found once, in one piece: it changes nothing, wherever it is read.
+            return out
         return [f"context matches {n} places" if n > 1 else "only weak context lines match"]
     if alt is not None and alt.score >= 0.8 * chain.score:
         return [f"context also matches original lines {alt.start + 1}-{alt.end}"]
