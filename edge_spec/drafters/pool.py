@@ -27,8 +27,8 @@ from edge_spec.core.types import EMPTY, Draft, Reference
 from edge_spec.drafters.reference import length_bucket
 
 # Estimated bytes one pooled token holds: its slot in the token list, its n-gram key tuple
-# and dict entry, and its position in a candidate list (tests/drafters/test_pool.py measures
-# it with tracemalloc and checks this stays an upper bound).
+# and dict entry, and its position in a candidate list (the pool's tests measure it with
+# tracemalloc and check this stays an upper bound).
 BYTES_PER_TOKEN = 360
 _SEP = -1  # between outputs: no match or continuation crosses it
 
@@ -122,10 +122,12 @@ class OutputPool:
         that agreed so far, with that frequency; stops when no occurrence goes on."""
         live = list(found)
         for j in range(limit):
-            if len(live) == 1:  # one occurrence left: copy it to its output's end
+            if len(live) == 1:  # one occurrence left: copy it, up to its output's end
                 i = live[0] + j - self._base
-                end = self._toks.index(_SEP, i) if 0 <= i < len(self._toks) else i
-                yield from ((t, 1.0) for t in self._toks[i : min(end, i + limit - j)])
+                run = self._toks[i : i + limit - j] if 0 <= i < len(self._toks) else []
+                if _SEP in run:  # look no further than the draft can use
+                    run = run[: run.index(_SEP)]
+                yield from ((t, 1.0) for t in run)
                 return
             nxt = [self.at(p + j) for p in live]
             counts = Counter(t for t in nxt if t != _SEP)
