@@ -59,14 +59,21 @@ class Ctx:
     style: tuple[str, int] = ("", 4)  # the original's indentation: "tabs"/"spaces", unit
     style_sure: bool = True  # the unit is known (else a re-indented line is a guess)
     guessed: bool = False  # set when a changed line was re-indented by a guessed unit
+    # The snippet indents some lines with tabs and others with the file's spaces, exactly:
+    # no editor converted it, so its tabs are the edit's (a commit that re-indents lines).
+    literal: bool = False
 
     def mapped(self, lines: Sequence[str]) -> list[str]:
         return [self.imap.line(ln) for ln in lines]
 
     def out(self, line: str) -> str:
         """A changed snippet line as it goes into the file, in the original's style."""
-        mapped = self.imap.line(line)
-        text = restyle(mapped, *self.style)
+        if not line.strip() and (self.imap.kind == "same" or self.literal):
+            # A new blank line's blanks are the edit's (an indented blank line between
+            # methods), unless a paste or a re-indent put them there.
+            return line if self.keep_trailing else ""
+        mapped = line if self.literal else self.imap.line(line)
+        text = mapped if self.literal else restyle(mapped, *self.style)
         self.guessed = self.guessed or (text != mapped and not self.style_sure)
         return text if self.keep_trailing else text.rstrip()
 

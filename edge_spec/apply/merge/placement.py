@@ -330,7 +330,7 @@ def _render(ctx: Ctx, hunk: Hunk, pairs: list[Pair], s: int, e: int, j0: int, j1
     for j, i, forced in pairs:
         out += _fill(ctx, hunk.lines[pj:j], ctx.index.lines[pi:i])
         out.append(
-            ctx.out(hunk.lines[j]) if forced else _context(ctx.index.lines[i], hunk.lines[j])
+            ctx.out(hunk.lines[j]) if forced else _context(ctx.index.lines[i], hunk.lines[j], ctx)
         )
         pj, pi = j + 1, i + 1
     out += _fill(ctx, hunk.lines[pj:j1], ctx.index.lines[pi:e])
@@ -346,15 +346,18 @@ def _fill(ctx: Ctx, new: Sequence[str], old: Sequence[str]) -> list[str]:
     out: list[str] = []
     for op, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if op == "equal":
-            out += [_context(o, n) for o, n in zip(old[j1:j2], new[i1:i2], strict=True)]
+            out += [_context(o, n, ctx) for o, n in zip(old[j1:j2], new[i1:i2], strict=True)]
         else:
             out += [ctx.out(ln) for ln in new[i1:i2]]
     return out
 
 
-def _context(old: str, new: str) -> str:
+def _context(old: str, new: str, ctx: Ctx) -> str:
     """A context line as the original has it, unless the snippet spaces its text otherwise
     (an aligned `=>`, a tab inside the line): then that spacing is the edit, kept at the
-    original's indentation."""
+    original's indentation. In a snippet whose tabs are the edit's (`Ctx.literal`), a line
+    indented with tabs is written as the snippet has it."""
     text = new.strip()
+    if ctx.literal and "\t" in indent_of(new) and new != old:
+        return new if ctx.keep_trailing or not text else new.rstrip()
     return old if old.strip().lstrip("\ufeff") == text or not text else indent_of(old) + text

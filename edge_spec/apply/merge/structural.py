@@ -166,6 +166,9 @@ def structural_merge(
     if style == "tabs":  # tabs files take the snippet's unit of spaces
         _, unit, sure = indent_style(slines)
     ctx.style, ctx.style_sure = (style, unit), sure
+    ctx.literal = (
+        style == "spaces" and ctx.imap.kind in ("same", "to_spaces") and _mixed_indent(slines)
+    )
     whole = not any(is_marker) and _covers(chosen[0], index)
     placements = _place_all(ctx, hunks, chosen, slines, is_marker, whole)
     out = assemble(olines, placements)
@@ -189,6 +192,12 @@ def structural_merge(
     text = eol.join(out) + (eol if final or not original else "")
     edits = tuple(Edit(p.start, p.end, p.lines) for p in placements)
     return MergeResult(text, tuple(verdicts), language, edits)
+
+
+def _mixed_indent(lines: Sequence[str]) -> bool:
+    """Whether some code lines start with a tab and others with spaces."""
+    firsts = {ln[:1] for ln in lines if ln.strip()}
+    return "\t" in firsts and " " in firsts
 
 
 def _pasted(snippet: str, eol: str) -> bool:
