@@ -319,7 +319,23 @@ def _tail(
     edge = resolve(ctx, hunk.lines[j + 1 :], i + 1, env.hi, tail=True, whole=env.whole)
     if not edge.sure:
         doubts.append(edge.reason)
+    elif _opens_file(ctx, env, pairs) and _more_code(ctx, i + 1 + edge.take, env.hi):
+        # A marker-free snippet that begins where the file begins and ends on new code reads
+        # as the whole new file (the rest deleted) as well as a part of it (the rest kept).
+        doubts.append("the snippet may be the whole file, or stop short of its end")
     return i + 1 + edge.take, len(hunk.lines)
+
+
+def _opens_file(ctx: Ctx, env: Env, pairs: list[Pair]) -> bool:
+    """Whether the snippet has no marker and its first anchor is the file's first code line."""
+    first = 0 if ctx.index.keys[0] else ctx.index.next_nonblank(0, 1)
+    return not any(env.is_marker) and env.first and env.last and pairs[0][1] == first
+
+
+def _more_code(ctx: Ctx, a: int, b: int) -> bool:
+    """Whether original [a, b) holds a line that is neither blank nor a lone closer."""
+    keys = ctx.index.keys[a:b]
+    return any(k and not (k[0] in ")]}" and ctx.index.trivial(k)) for k in keys)
 
 
 def _render(ctx: Ctx, hunk: Hunk, pairs: list[Pair], s: int, e: int, j0: int, j1: int) -> list[str]:
