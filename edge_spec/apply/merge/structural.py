@@ -126,7 +126,18 @@ def _snippet_lines(text: str) -> list[str]:
     lines = [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
     if lines and lines[-1] == "":
         lines.pop()
-    return lines
+    return [_blank(lines, k) if ln and not ln.strip() else ln for k, ln in enumerate(lines)]
+
+
+def _blank(lines: Sequence[str], k: int) -> str:
+    """A blank line's blanks, kept where they are an editor's: the indentation of the code line
+    next to it (stray blanks a paste or a chat UI left are no part of the edit)."""
+    near = [
+        next((ln for ln in lines[k + 1 :] if ln.strip()), None),
+        next((ln for ln in reversed(lines[:k]) if ln.strip()), None),
+    ]
+    indents = {ln[: len(ln) - len(ln.lstrip(" \t"))] for ln in near if ln is not None}
+    return lines[k] if lines[k] in indents else ""
 
 
 def structural_merge(
