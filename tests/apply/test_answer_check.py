@@ -326,3 +326,47 @@ def test_a_run_after_a_marker_does_not_take_the_place_of_the_lines_above_it() ->
     merge = structural_merge(original, snippet, "python", "a.py")
     assert unshown_changes(original, snippet, right, merge) == []
     assert unshown_changes(original, snippet, wrong, merge)
+
+
+def test_a_removal_the_snippet_reads_as_well_without_is_not_shown() -> None:
+    # The snippet rewrites a loop and ends on the method's `}` before a marker. An answer that
+    # also drops the overload below (the diff slides it to begin with that `}`) still has the
+    # snippet's lines next to each other, but the snippet reads as well with the overload kept.
+    original = """class Writer {
+  Appendable write(Appendable out) {
+    for (Item item : items) {
+      item.write(out).append('\\n');
+    }
+    return out;
+  }
+
+  void file(Filer filer) {
+    file(filer, name());
+  }
+
+  void file(Filer filer, String name) {
+    open(filer, name);
+  }
+}
+"""
+    snippet = """// ... existing code ...
+  Appendable write(Appendable out) {
+    String sep = "";
+    for (Item item : items) {
+      out.append(sep);
+      item.write(out);
+      sep = "\\n";
+    }
+    return out;
+  }
+// ... existing code ...
+"""
+    right = original.replace(
+        "    for (Item item : items) {\n      item.write(out).append('\\n');\n    }\n",
+        '    String sep = "";\n    for (Item item : items) {\n      out.append(sep);\n'
+        '      item.write(out);\n      sep = "\\n";\n    }\n',
+    )
+    wrong = right.replace("  void file(Filer filer) {\n    file(filer, name());\n  }\n\n", "")
+    merge = structural_merge(original, snippet, "java")
+    assert not unshown_changes(original, snippet, right, merge)
+    assert unshown_changes(original, snippet, wrong, merge)

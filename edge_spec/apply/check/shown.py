@@ -108,11 +108,12 @@ def _shown(
     new: Sequence[str],
     left: tuple[str, int],
     right: tuple[str, int],
-    removed: str | None,
+    gone: Sequence[str],
 ) -> bool:
-    """Whether the block (new lines between the answer's neighbours, replacing original lines
-    from `removed` on, if any) stands in the snippet."""
+    """Whether the block (new lines between the answer's neighbours, replacing the original
+    lines `gone`, if any) stands in the snippet."""
     n, seq = len(new), snip.keys
+    removed = gone[0] if gone else None
     # A run that opens like the block it replaces (`def set(...)` for `def set(...)`) was
     # given by name: the marker before it says where it starts, whatever ends above it.
     head = _head(new[0]) if n and removed is not None else ""
@@ -129,13 +130,31 @@ def _shown(
             left_ok = _side_ok(snip, p - 1, -1, *left) or (
                 by_name and p > 0 and seq[p - 1] == _MARK and snip.widths[p] == snip.floor[p]
             )
-            if left_ok and _side_ok(snip, p + n, ref_r, *right):
+            if left_ok and _side_ok(snip, p + n, ref_r, *right) and not _kept(snip, p, n, gone):
                 return True
         elif (p > 0 and seq[p - 1] == left[0]) or (p + n < len(seq) and seq[p + n] == right[0]):
             return True
         elif (p == 0 and left[0] == _EDGE) or (p + n == len(seq) and right[0] == _EDGE):
             return True  # an unmarked snippet end is the file's end
     return False
+
+
+def _kept(snip: _Snippet, p: int, n: int, gone: Sequence[str]) -> bool:
+    """Whether the snippet reads as well with the removed lines kept: they end with all of the
+    context the snippet shows before the run (back to a marker), or begin with all of the
+    context after it. Then the snippet's context stands there too (the last lines of a test
+    like the one before it) and the removal is the answer's, not the snippet's."""
+    seq = snip.keys
+    q = p
+    while q > 0 and seq[q - 1] != _MARK:
+        q -= 1
+    r = p + n
+    while r < len(seq) and seq[r] != _MARK:
+        r += 1
+    before, after = seq[q:p], seq[p + n : r]
+    fits_before = q > 0 and before and list(gone[-len(before) :]) == before
+    fits_after = r < len(seq) and after and list(gone[: len(after)]) == after
+    return bool(fits_before or fits_after)
 
 
 def _broken_pairs(snip: _Snippet, akeys: Sequence[str]) -> list[str]:
@@ -181,7 +200,7 @@ def unshown_changes(original: str, snippet: str, answer: str, merge: MergeResult
         new = akeys[j1:j2]
         left = (akeys[j1 - 1], _width(alines[aat[j1 - 1]])) if j1 > 0 else (_EDGE, 0)
         right = (akeys[j2], _width(alines[aat[j2]])) if j2 < len(akeys) else (_EDGE, 0)
-        if _shown(snip, new, left, right, okeys[i1] if i2 > i1 else None):
+        if _shown(snip, new, left, right, okeys[i1:i2]):
             continue
         a = oat[i1] if i1 < len(oat) else len(olines)
         b = oat[i2 - 1] + 1 if i2 > i1 else a
