@@ -370,3 +370,16 @@ def test_a_removal_the_snippet_reads_as_well_without_is_not_shown() -> None:
     merge = structural_merge(original, snippet, "java")
     assert not unshown_changes(original, snippet, right, merge)
     assert unshown_changes(original, snippet, wrong, merge)
+
+
+def test_a_line_written_again_beside_its_original_is_not_shown() -> None:
+    # The snippet starts after a marker with the `}` that closes `main`; a reading that keeps
+    # the original's `}` and writes the snippet's below it doubles the line. The inserted `}`
+    # has the snippet's neighbour below it, but the snippet never shows `}` twice in a row.
+    original = "# Demo\n\n```go\nfunc main() {\n\trun()\n}\n```\n\nMore text.\n"
+    snippet = "<!-- ... existing code ... -->\n}\n```\n\nMore text, and a new line.\n"
+    right = original.replace("More text.\n", "More text, and a new line.\n")
+    doubled = right.replace("}\n```", "}\n}\n```")
+    merge = structural_merge(original, snippet, "markdown")
+    assert not unshown_changes(original, snippet, right, merge)
+    assert unshown_changes(original, snippet, doubled, merge)

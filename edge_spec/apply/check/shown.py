@@ -157,6 +157,20 @@ def _kept(snip: _Snippet, p: int, n: int, gone: Sequence[str]) -> bool:
     return bool(fits_before or fits_after)
 
 
+def _doubled(snip: _Snippet, okeys: Sequence[str], i1: int, i2: int, new: Sequence[str]) -> bool:
+    """Whether an insertion repeats the original lines right beside it (a closing `}` the
+    snippet shows once, written next to the original's own) where the snippet does not show
+    them twice in a row."""
+    n = len(new)
+    if i2 != i1 or not n:
+        return False
+    if list(okeys[max(0, i1 - n) : i1]) != list(new) and list(okeys[i1 : i1 + n]) != list(new):
+        return False
+    twice = [*new, *new]
+    seq = snip.keys
+    return not any(seq[p : p + 2 * n] == twice for p in range(len(seq) - 2 * n + 1))
+
+
 def _broken_pairs(snip: _Snippet, akeys: Sequence[str]) -> list[str]:
     """Snippet lines shown next to each other (no marker between) that the answer separates."""
     pairs = set(zip(akeys, akeys[1:], strict=False))
@@ -200,7 +214,7 @@ def unshown_changes(original: str, snippet: str, answer: str, merge: MergeResult
         new = akeys[j1:j2]
         left = (akeys[j1 - 1], _width(alines[aat[j1 - 1]])) if j1 > 0 else (_EDGE, 0)
         right = (akeys[j2], _width(alines[aat[j2]])) if j2 < len(akeys) else (_EDGE, 0)
-        if _shown(snip, new, left, right, okeys[i1:i2]):
+        if _shown(snip, new, left, right, okeys[i1:i2]) and not _doubled(snip, okeys, i1, i2, new):
             continue
         a = oat[i1] if i1 < len(oat) else len(olines)
         b = oat[i2 - 1] + 1 if i2 > i1 else a
