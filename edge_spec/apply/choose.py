@@ -20,7 +20,12 @@ import numpy as np
 
 from edge_spec.apply.check.verdict import unplaced_changes
 from edge_spec.apply.merge import Edit, MergeResult, assemble, split_original
-from edge_spec.apply.merge.candidates import alternative_edits
+from edge_spec.apply.merge.candidates import (
+    alternative_edits,
+    doubts_where,
+    relocated_edits,
+    to_file_ends,
+)
 from edge_spec.apply.plan import plan_apply
 from edge_spec.apply.region import snippet_part
 from edge_spec.config.settings import ApplySettings
@@ -74,6 +79,9 @@ def allowed(
             alternative_edits(merge, h.index, len(olines), settings.choose_reach),
             key=lambda e: abs(e.start - own.start) + abs(e.end - own.end),
         )
+        if doubts_where(h.reason):
+            alts += relocated_edits(merge, h.index, olines)
+        alts += to_file_ends(merge, h.index, len(olines), h.reason)
         seen: set[tuple[str, ...]] = set()
         ok: list[Edit] = []
         for e in alts:

@@ -118,3 +118,55 @@ def test_a_real_target_chooses_or_leaves_it_to_the_model(smollm2_rt) -> None:  #
         assert res.choice[0]["margin"] >= ApplySettings().choose_margin
     else:  # no clear winner: the model wrote it, and the check judged it as always
         assert res.engine in ("region", "model")
+
+
+def test_a_hunk_whose_context_fits_elsewhere_is_read_at_each_place() -> None:
+    # Two overloads end with the same parameter lines: the snippet's context fits both, and the
+    # merge takes the first. The second place is a reading too, so the target can choose it.
+    original = (
+        "class Source {\n"
+        "    fun fromStream(\n"
+        "        stream: InputStream,\n"
+        "        requireValid: Boolean = false,\n"
+        "    ): Source {\n"
+        "        val p = load(stream)\n"
+        "        return from(p)\n"
+        "    }\n"
+        "\n"
+        "    fun fromFile(\n"
+        "        file: File,\n"
+        "        requireValid: Boolean = false,\n"
+        "    ): Source {\n"
+        "        val p = Properties()\n"
+        "        p.load(file)\n"
+        "        return from(p)\n"
+        "    }\n"
+        "}\n"
+    )
+    snippet = (
+        "// ... existing code ...\n"
+        "        requireValid: Boolean = false,\n"
+        "    ): Source {\n"
+        "        return from(file.toPath(), requireValid)\n"
+        "    }\n"
+        "// ... existing code ...\n"
+    )
+    merge = structural_merge(original, snippet, "kotlin")
+    assert not merge.exact
+    choices = allowed(original, snippet, merge, ApplySettings())
+    assert choices is not None
+    starts = {e.start for c in choices for e in c.edits}
+    assert {3, 11} <= starts, starts
+
+
+def test_a_snippet_that_may_be_the_whole_file_is_also_read_to_the_file_end() -> None:
+    original = (
+        "package a\n\ntype T struct {\n\tX int\n}\n\nvar r = 1\n\nfunc init() {\n\tr = 2\n}\n"
+    )
+    snippet = "package a\n\ntype T struct {\n\tX int\n}\n\nfunc New() *T {\n\treturn &T{}\n}\n"
+    merge = structural_merge(original, snippet, "go")
+    assert not merge.exact
+    edits = allowed(original, snippet, merge, ApplySettings())
+    assert edits is not None
+    ends = {e.end for c in edits for e in c.edits}
+    assert 11 in ends, ends  # everything after the struct deleted: the whole new file

@@ -43,6 +43,7 @@ from edge_spec.apply.merge.structure import (
 from edge_spec.apply.merge.syntax import Definition, hunk_definitions
 
 _WINDOW = 60
+WHOLE_FILE = "the snippet may be the whole file, or stop short of its end"
 
 
 @dataclass
@@ -213,7 +214,7 @@ def resolve(
     if whole and avail <= len(core) + 2:
         # The best guess for a marker-free snippet that covers most of the file, never sure: a
         # partial snippet that just stops (or starts) with new lines reads the same.
-        return Edge(avail, False, "the snippet may be the whole file, or stop short of its end")
+        return Edge(avail, False, WHOLE_FILE)
     take, all_paired = _pair(ctx, core, boundary, avail, tail)
     if take and all_paired:
         take += _blank_run(ctx, boundary, take, blanks, avail, tail)

@@ -26,7 +26,7 @@ from edge_spec.apply.merge.anchors import (
     norm,
 )
 from edge_spec.apply.merge.doubts import blank_doubt, chain_doubts, gap_doubts, unmarked_doubts
-from edge_spec.apply.merge.edges import Ctx, Edge, resolve, settle_outer
+from edge_spec.apply.merge.edges import WHOLE_FILE, Ctx, Edge, resolve, settle_outer
 from edge_spec.apply.merge.markers import Hunk
 from edge_spec.apply.merge.pins import (
     Pair,
@@ -322,7 +322,7 @@ def _tail(
     elif _opens_file(ctx, env, pairs) and _more_code(ctx, i + 1 + edge.take, env.hi):
         # A marker-free snippet that begins where the file begins and ends on new code reads
         # as the whole new file (the rest deleted) as well as a part of it (the rest kept).
-        doubts.append("the snippet may be the whole file, or stop short of its end")
+        doubts.append(WHOLE_FILE)
     return i + 1 + edge.take, len(hunk.lines)
 
 
