@@ -16,7 +16,9 @@ The edge is settled, in this order, and trusted only where the reading cannot be
    boundary (`});` after `// ...`): those are context, the rest is inserted between;
 5. new whole definitions (syntax tree) whose names the original lacks, where a definition can
    start: inserted;
-6. otherwise the best guess (replace a similar line, else insert) is kept but not trusted.
+6. closers of the enclosing blocks after the new lines (`frame`): the new lines replace what
+   the original has before those closers, where they read as its rewrite;
+7. otherwise the best guess (replace a similar line, else insert) is kept but not trusted.
 
 Blank lines at the marker end of an edge become the original's blank lines there when it has
 them (`_blank_run`), so a new function keeps the file's spacing on both sides.
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
 from edge_spec.apply.merge.anchors import LineIndex, norm
+from edge_spec.apply.merge.frame import closing_frame
 from edge_spec.apply.merge.structure import (
     Brackets,
     IndentMap,
@@ -243,6 +246,11 @@ def resolve(
     if block is not None:
         take = block.take + _blank_run(ctx, boundary, block.take, blanks, avail, tail)
         return Edge(take, block.sure, block.reason)
+    framed = (
+        closing_frame(ctx.index, ctx.brackets, ctx.imap, core, boundary, limit) if tail else None
+    )
+    if framed is not None:
+        return Edge(framed + _blank_run(ctx, boundary, framed, blanks, avail, tail), True, "")
     if take:
         return Edge(
             take,
