@@ -228,7 +228,12 @@ def doubled_definition(
     opens with other parameters, so it is not one."""
 
     def key(d: Definition, lines: Sequence[str]) -> tuple[str, str, str, str]:
-        head = " ".join(lines[d.head].split()) if d.head < len(lines) else ""
+        # Through the line that names it: a grammar may open a definition at its attributes
+        # (`@available(...)`), which overloads share.
+        last = d.head
+        while last < min(d.end, d.head + 8, len(lines) - 1) and d.name not in lines[last]:
+            last += 1
+        head = " ".join(" ".join(lines[d.head : last + 1]).split())
         return d.kind, d.parent, d.name, head
 
     had = Counter(key(d, before_lines) for d in before)
