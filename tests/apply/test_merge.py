@@ -7,6 +7,7 @@ import pytest
 from edge_spec.apply.merge import MergeResult, detect_language, structural_merge
 from edge_spec.apply.merge.anchors import LineIndex
 from edge_spec.apply.merge.markers import classify_markers, marker_shape
+from edge_spec.apply.merge.structure import Brackets
 from edge_spec.apply.merge.syntax import parser_for
 
 PY = '''import os
@@ -646,3 +647,19 @@ def test_imports_shown_as_a_block_replace_the_block() -> None:
     for path in ("main.rs", None):
         result = structural_merge(original, snippet, path=path)
         assert result.exact and result.text == expected, result.hunks
+
+
+@pytest.mark.parametrize(
+    ("lang", "line", "profile"),
+    [
+        ("php", " * @deprecated Use $c->set('a', array('u', 'p');", (0, 0)),
+        ("java", "/** see foo( */ bar(", (1, 0)),
+        ("typescript", "   */", (0, 0)),
+        ("c", "int *p = f(x);", (0, 0)),
+        ("go", "x := a *", (0, 0)),
+        ("rust", "/* open ( ", (0, 0)),
+        ("python", " * (a", (1, 0)),
+    ],
+)
+def test_brackets_in_block_comments_are_prose(lang: str, line: str, profile: tuple) -> None:
+    assert Brackets(lang).line(line) == profile

@@ -22,11 +22,14 @@ _DQ = r'"(?:\\.|[^"\\])*"'
 _SQ = r"'(?:\\.|[^'\\])*'"
 _CHAR = r"'(?:\\.[^']*|[^'\\])'"  # char literals only: Rust lifetimes and C quotes are not strings
 _BT = r"`(?:\\.|[^`\\])*`"
+# Block comments, line by line: one opening on the line (to its close or the line's end), and
+# a doc comment's continuation lines (` * text`, ` */`), whose brackets are prose.
+_BLOCK = r"/\*.*?(?:\*/|$)|^\s*\*(?=\s|/|$).*$"
 _STRIP: dict[str, re.Pattern[str]] = {
     "python": re.compile(f"{_DQ}|{_SQ}|#.*$"),
-    "js": re.compile(f"{_DQ}|{_SQ}|{_BT}|//.*$"),
-    "go": re.compile(f"{_DQ}|{_CHAR}|{_BT}|//.*$"),
-    "c": re.compile(f"{_DQ}|{_CHAR}|//.*$"),
+    "js": re.compile(f"{_DQ}|{_SQ}|{_BT}|//.*$|{_BLOCK}"),
+    "go": re.compile(f"{_DQ}|{_CHAR}|{_BT}|//.*$|{_BLOCK}"),
+    "c": re.compile(f"{_DQ}|{_CHAR}|//.*$|{_BLOCK}"),
     "": re.compile(f"{_DQ}|{_CHAR}"),
 }
 _OPEN, _CLOSE = "([{", ")]}"
