@@ -11,7 +11,8 @@ The edge is settled, in this order, and trusted only where the reading cannot be
 3. statement keys: every changed statement has the key (definition name, assignment target,
    mapping key, import, `return`) of the original statement at the same place outward from the
    context; they replace those statements (an edit seldom puts `timeout = 10` right above
-   `timeout = 5`);
+   `timeout = 5`); a lone line that opens a block replaces the header of such a statement
+   alone, its body left to the marker;
 4. outer context: the edge's lines next to the marker equal the original's lines at the
    boundary (`});` after `// ...`): those are context, the rest is inserted between;
 5. new whole definitions (syntax tree) whose names the original lacks, where a definition can
@@ -229,6 +230,8 @@ def resolve(
                 "nearby: it may be context, with the lines between deleted",
             )
         ok = viable(ctx.mapped(core), _region(ctx, boundary, take, tail), ctx.brackets)
+        if not ok and _header(ctx, core, boundary, tail):
+            return Edge(1, True, "")
         return Edge(
             take,
             ok,
@@ -258,6 +261,16 @@ def resolve(
             f"changed lines next to a marker may replace more or fewer than {take} original lines",
         )
     return _guess(ctx, core, boundary, avail, tail)
+
+
+def _header(ctx: Ctx, core: list[str], boundary: int, tail: bool) -> bool:
+    """Whether a lone changed line that opens a block (`match probe("2018") {`, the body left
+    to the marker) rewrites the header of the keyed statement it paired with: the one line
+    opening as many brackets in the same way, its body kept."""
+    if not tail or len(core) != 1 or boundary >= len(ctx.index):
+        return False
+    mine = ctx.brackets.line(ctx.imap.line(core[0]))
+    return mine[0] > 0 and mine == ctx.brackets.line(ctx.index.lines[boundary])
 
 
 def _import_block(ctx: Ctx, core: list[str], boundary: int, avail: int, tail: bool) -> Edge | None:
