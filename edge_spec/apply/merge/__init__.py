@@ -2,7 +2,7 @@
 
 `structural.py` drives it; the helpers split the snippet at its markers (`markers`), anchor
 hunks on lines (`anchors`, `pins`) and on the syntax tree (`syntax`, `structure`), settle their
-open edges (`edges`), place them (`placement`) and give the reasons a placement is not sure
+open edges (`edges`, with `context`, `outer` and `frame`), place them (`placement`) and give the reasons a placement is not sure
 (`doubts`). `naive` is the reference a model drafts from when no merge applies.
 """
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from edge_spec.apply.merge.anchors import norm
-from edge_spec.apply.merge.edges import WHOLE_FILE
+from edge_spec.apply.merge.context import WHOLE_FILE
 from edge_spec.apply.merge.structural import Edit, MergeResult
 
 # Doubts about where a hunk stands, not where its span ends: its context also fits elsewhere.

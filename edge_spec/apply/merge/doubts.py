@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from difflib import SequenceMatcher
 
 from edge_spec.apply.merge.anchors import Block, Chain, best_chain, is_distinctive, norm
-from edge_spec.apply.merge.edges import Ctx
+from edge_spec.apply.merge.context import Ctx
 from edge_spec.apply.merge.markers import Hunk
 from edge_spec.apply.merge.pins import Pair
 from edge_spec.apply.merge.structure import statement_key, viable

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from difflib import SequenceMatcher
 
 from edge_spec.apply.merge.anchors import indent_of, norm
-from edge_spec.apply.merge.edges import Ctx
+from edge_spec.apply.merge.context import Ctx
 from edge_spec.apply.merge.markers import Hunk
 from edge_spec.apply.merge.structure import is_import, statement_key, width
 from edge_spec.apply.merge.syntax import Definition, hunk_definitions

@@ -25,9 +25,11 @@ from edge_spec.apply.merge.anchors import (
     indent_of,
     norm,
 )
+from edge_spec.apply.merge.context import WHOLE_FILE, Ctx, Edge
 from edge_spec.apply.merge.doubts import blank_doubt, chain_doubts, gap_doubts, unmarked_doubts
-from edge_spec.apply.merge.edges import WHOLE_FILE, Ctx, Edge, resolve, settle_outer
+from edge_spec.apply.merge.edges import resolve
 from edge_spec.apply.merge.markers import Hunk
+from edge_spec.apply.merge.outer import settle_outer
 from edge_spec.apply.merge.pins import (
     Pair,
     block_end,

@@ -51,7 +51,7 @@ from edge_spec.apply.merge.anchors import (
     norm,
     pick_ordered,
 )
-from edge_spec.apply.merge.edges import Ctx
+from edge_spec.apply.merge.context import Ctx
 from edge_spec.apply.merge.markers import Hunk, classify_markers, split_hunks
 from edge_spec.apply.merge.placement import Env, HunkStatus, Placement, place
 from edge_spec.apply.merge.structure import Brackets, IndentMap, indent_style, learn_indent
