@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from difflib import SequenceMatcher
 
-from edge_spec.apply.merge.anchors import LineIndex, norm
+from edge_spec.apply.merge.anchors import LineIndex, indent_of, norm
 from edge_spec.apply.merge.structure import Brackets, IndentMap
 
 _CLOSERS = frozenset(")]};,")
@@ -81,12 +81,8 @@ def closing_frame(
         return None
     for t, line in enumerate(core[len(core) - n :]):
         k = end + t
-        if norm(line) != index.keys[k] or imap.apply(_indent(line)) != index.indents[k]:
+        if norm(line) != index.keys[k] or imap.apply(indent_of(line)) != index.indents[k]:
             return None
     if not _rewritten(index.lines[boundary:end], body):
         return None
     return end + n - boundary
-
-
-def _indent(line: str) -> str:
-    return line[: len(line) - len(line.lstrip(" \t"))]
