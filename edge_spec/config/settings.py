@@ -156,7 +156,13 @@ DEFAULT_FEATURE_PRIORS: Mapping[str, float] = {
     "model": 0.7,
     # Pool drafts (what followed the same context in an earlier output), by match length:
     # a long match is the same edit again; a short one is often common code going elsewhere.
+    # An answer's start matched to earlier answers' starts is as doubtful as a short match
+    # (its tokens' shares say how many went on alike); a copy going on after a draft taken
+    # whole holds like a reference copy, and one picked up after a rejection nearly so.
     "pool": 0.6,
+    "pool-start": 0.6,
+    "pool-a": 0.95,
+    "pool-r": 0.85,
     "pool-le2": 0.3,
     "pool-le4": 0.5,
     "pool-le8": 0.7,

@@ -43,10 +43,45 @@ def test_a_draft_stops_where_the_occurrences_disagree() -> None:
     pool.add([1, 2, 3, 4, 10, 11])
     pool.add([1, 2, 3, 4, 20, 21])
     d = PoolDrafter(pool)
-    d.begin([0], ["ref"], np.random.default_rng(0))
-    draft = d.propose([7, 1, 2], 8)
+    d.begin([0, 7], ["ref"], np.random.default_rng(0))
+    draft = d.propose([0, 7, 9, 1, 2], 8)
     assert draft.tokens == [3, 4] and draft.feature == "pool-le2-apply"
-    assert d.propose([5, 6], 8).tokens == []
+    assert d.propose([0, 7, 5, 6], 8).tokens == []
+
+
+def test_an_answer_start_matches_the_starts_of_earlier_answers() -> None:
+    pool = _pool(pool_ngram=3)
+    pool.add([5, 6, 7, 8, 9])
+    pool.add([1, 5, 6, 7, 2])  # 5 6 7 again, but not at its output's start
+    d = PoolDrafter(pool)
+    d.begin([40, 41], [], np.random.default_rng(0))
+    # No output yet: the pool holds no prompts, so the match is with outputs' starts.
+    draft = d.propose([40, 41], 8)
+    assert draft.feature == "pool-start-chat" and draft.tokens[0] in (5, 1)
+    after = d.propose([40, 41, 5, 6], 8)
+    assert after.tokens == [7, 8, 9] and after.feature == "pool-start-chat"
+
+
+def test_the_copy_goes_on_after_a_draft_taken_whole_and_after_a_rename() -> None:
+    pool = _pool(pool_ngram=3)
+    earlier = [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
+    pool.add(earlier)
+    d = PoolDrafter(pool)
+    prompt = [99]
+    d.begin(prompt, [], np.random.default_rng(0))
+    out = [10, 11, 12]
+    draft = d.propose(prompt + out, 3)
+    assert draft.tokens == [13, 14, 15]
+    d.observe(draft, 3)
+    out += [13, 14, 15, 16]  # taken whole, plus the target's own next token
+    aligned = d.propose(prompt + out, 2)
+    assert aligned.tokens == [17, 18] and aligned.feature == "pool-a-chat"
+    d.observe(aligned, 0)  # the target renames 17 18 into 77
+    out += [77]
+    assert d.propose(prompt + out, 4).tokens == []  # nothing matches yet
+    out += [19, 20]  # the output is back on the earlier text
+    picked = d.propose(prompt + out, 4)
+    assert picked.tokens == [21, 22, 23] and picked.feature == "pool-r-chat"
 
 
 def test_oldest_outputs_are_evicted_under_the_memory_bound() -> None:
@@ -157,11 +192,11 @@ class TableRuntime(FakeRuntime):
 
 
 def test_sampling_keeps_the_target_distribution() -> None:
-    # The pool always drafts token 12 after the prompt; the target gives it 10%.
+    # The pool always drafts token 12 first (an earlier answer's start); the target gives it 10%.
     p_first = (0.6, 0.3, 0.1)
     rt = TableRuntime({None: p_first})
     pool = _pool(pool_ngram=2)
-    pool.add([6, 7, 12, 12, 12])
+    pool.add([12, 12, 12, 12, 12])
     n = 3000
     counts: Counter[int] = Counter()
     for seed in range(n):
