@@ -197,13 +197,14 @@ class PoolDrafter:
     def propose(self, context: Sequence[int], max_len: int) -> Draft:
         if max_len <= 0:
             return EMPTY
-        out = list(context[self._n_prompt :])
+        n_out = len(context) - self._n_prompt
         lim = self.pool.cfg.pool_match_max
-        ctx = ([SEP] if len(out) < lim else []) + out[-lim:]
+        # Only the output's tail can match (copying the whole output would cost every step).
+        ctx = ([SEP] if n_out < lim else []) + list(context[len(context) - min(n_out, lim) :])
         if self._resync[0] >= 0 and self._resync[1] < 0:
             # The first proposal after a rejection: the output now ends with the target's token.
-            self._resync = (self._resync[0], len(out) - 1)
-        found, how = self._follow(ctx, len(out))
+            self._resync = (self._resync[0], n_out - 1)
+        found, how = self._follow(ctx, n_out)
         if found < 0:
             length, occ = self.pool.matches(ctx)
             if length < min(self.pool.cfg.pool_ngram, len(ctx)):
