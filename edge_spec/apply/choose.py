@@ -3,11 +3,12 @@
 When the merge is unsure of a hunk, the readings it hesitates between mostly differ in where
 the hunk's span ends (`merge.candidates`). Each reading is a whole file; the answer check keeps
 those the snippet and the original allow. Where more than one is left, the target scores each
-by its log-likelihood as the answer to the apply prompt of a window around the hunk (the
-window's original lines as the file, the hunk's snippet lines as the edit): one forward over
-the candidate's tokens, as speculative verification does with the candidate as the draft. The
-winner answers when it leads the runner-up by a clear margin; else nothing is chosen and the
-model writes the window itself. Choosing among fixed texts decides no token of a generation,
+by its log-likelihood over a window around the hunk, as code after a code fence (the snippet's
+lines are in every reading: how the file reads where they differ is what tells them apart) or as
+the answer to the apply prompt for that window: one forward over the reading's tokens, as
+speculative verification does with the candidate as the draft. The winner answers when it
+leads the runner-up by a clear margin; else nothing is chosen and the model writes the window
+itself. Choosing among fixed texts decides no token of a generation,
 so decoding stays lossless.
 """
 
@@ -98,32 +99,68 @@ def allowed(
     return out
 
 
-def score_texts(rt: Runtime, prompt: Sequence[int], texts: Sequence[str]) -> list[float]:
-    """The target's log-likelihood of each text as the continuation of `prompt`, counted from
-    the first token where they part (the shared head scores alike for all)."""
-    toks = [rt.tokenize(t, special=False) for t in texts]
+def _parted(toks: Sequence[Sequence[int]]) -> tuple[int, int]:
+    """The tokens all texts share at their head, and at their tail past the head."""
     shared = min(len(t) for t in toks)
     for t in toks[1:]:
         shared = min(
             shared,
             next((i for i, (a, b) in enumerate(zip(toks[0], t, strict=False)) if a != b), shared),
         )
+    suffix = min(len(t) for t in toks) - shared
+    for t in toks[1:]:
+        suffix = min(
+            suffix,
+            next(
+                (i for i in range(suffix) if t[len(t) - 1 - i] != toks[0][len(toks[0]) - 1 - i]),
+                suffix,
+            ),
+        )
+    return shared, suffix
+
+
+def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+
+
+def score_texts(
+    rt: Runtime, prompt: Sequence[int], texts: Sequence[str], tail: int | None = None
+) -> list[float]:
+    """The target's log-likelihood of each text as the continuation of `prompt`, counted from
+    the first token where they part (the shared head scores alike for all) to `tail` tokens
+    into the tail they share again (None: to the end). How a reading rejoins the file tells
+    the readings apart; the target's view of lines further on barely depends on it, and each
+    token scored costs a forward's share on a CPU. The texts are scored in sorted order, each
+    from where it parts from the one before (its head's log-likelihoods and cache reused)."""
+    toks = [rt.tokenize(t, special=False) for t in texts]
+    shared, suffix = _parted(toks)
+    cut = suffix - tail if tail is not None and suffix > tail else 0
     base = list(prompt) + toks[0][:shared]
     prefill(rt, base[:-1])
-    out = []
-    for t in toks:
-        rt.truncate(len(base) - 1)
-        feed, want = [base[-1], *t[shared:]], t[shared:]
-        total = 0.0
-        for at in range(0, len(want), _ROWS):
-            rows = list(range(at, min(at + _ROWS, len(want))))
+    n = len(prompt)
+    out = [0.0] * len(toks)
+    prev: list[int] = []
+    prev_lp: list[float] = []
+    for i in sorted(range(len(toks)), key=lambda k: toks[k]):
+        t = toks[i]
+        stop = len(t) - cut
+        start = max(shared, min(_lcp(prev, t), len(prev_lp) + shared))
+        lp = prev_lp[: start - shared]
+        rt.truncate(n + start - 1)
+        full = [*prompt, *t]
+        for at in range(start, stop, _ROWS):
+            end = min(at + _ROWS, stop)
             logits = np.asarray(
-                rt.eval(feed[at : rows[-1] + 1], rows=[r - at for r in rows]), dtype=np.float64
+                rt.eval(full[n + at - 1 : n + end - 1], rows=list(range(end - at))),
+                dtype=np.float64,
             )
             top = logits.max(axis=1, keepdims=True)
             logz = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))
-            total += float(sum(logits[k, want[r]] - logz[k] for k, r in enumerate(rows)))
-        out.append(total)
+            lp += [float(logits[k, t[at + k]] - logz[k]) for k in range(end - at)]
+        out[i] = float(sum(lp))
+        prev, prev_lp = t, lp
     return out
 
 
@@ -165,13 +202,17 @@ def choose(
                 for x in (e if i == c.hunk else merge.edits[i] for i in inside)
             ]
             texts.append("".join(ln + "\n" for ln in assemble(olines[a:b], edits)))
-        window = "".join(ln + "\n" for ln in olines[a:b])
-        plan = plan_apply(
-            rt, window, snippet_part(slines, merge, inside), instruction, lang=lang, guard="off"
-        )
-        stop = plan.stop[0] if plan.stop else ""
-        # The answer ends where the stop string takes the window's last newline.
-        scores = score_texts(rt, plan.tokens, [t[:-1] + stop for t in texts])
+        if settings.choose_prompt == "code":
+            prompt = rt.tokenize(f"```{lang}\n", special=False)
+        else:
+            window = "".join(ln + "\n" for ln in olines[a:b])
+            plan = plan_apply(
+                rt, window, snippet_part(slines, merge, inside), instruction, lang=lang, guard="off"
+            )
+            stop = plan.stop[0] if plan.stop else ""
+            # The answer ends where the stop string takes the window's last newline.
+            prompt, texts = plan.tokens, [t[:-1] + stop for t in texts]
+        scores = score_texts(rt, prompt, texts, settings.choose_tail)
         out.append(HunkChoice(c.hunk, c.edits, tuple(scores)))
     return out
 

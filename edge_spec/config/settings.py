@@ -265,6 +265,12 @@ class ApplySettings:
     choose_max: int = setting(6, lo=0, hi=64)
     choose_context: int = setting(6, lo=0, hi=1000)
     choose_margin: float = setting(5.0, lo=0.0, hi=1000.0)
+    # Scoring stops this many tokens after the readings rejoin (the window's shared rest).
+    choose_tail: int = setting(48, lo=0, hi=100_000)
+    # What the readings are scored as: the answer to the apply prompt (the window and the
+    # snippet as the request), or code on its own (the window's readings after a code fence:
+    # a fraction of the tokens, the snippet being in every reading anyway).
+    choose_prompt: str = setting("code", choices=("apply", "code"))
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,50 @@ def test_scores_are_the_log_likelihood_from_where_the_texts_part() -> None:
     assert rt.tokens[:3] == [1, 2, 3]  # the prompt stays cached for the next request
 
 
+def test_scoring_stops_a_tail_after_the_texts_rejoin() -> None:
+    rt = ByteModel(ord("a"))
+    rest = "zzzz" * 50  # the window's lines after the readings, the same for both
+    texts = ["xxq" + rest, "xxrr" + rest]
+    got = score_texts(rt, [1, 2, 3], texts, tail=5)  # type: ignore[arg-type]
+    want = [_logp(rt, "q" + rest[:5]), _logp(rt, "rr" + rest[:5])]
+    assert got == pytest.approx(want, rel=1e-6)
+    full = score_texts(rt, [1, 2, 3], texts)  # type: ignore[arg-type]
+    assert full == pytest.approx([_logp(rt, t[2:]) for t in texts], rel=1e-6)
+    # A reading that is another's head: the rejoined tail never reaches into the shared head.
+    assert score_texts(rt, [1], ["ab", "abzz"], tail=1) == pytest.approx(  # type: ignore[arg-type]
+        [_logp(rt, ""), _logp(rt, "zz")], rel=1e-6
+    )
+
+
+class NextByteModel(ByteModel):
+    """Logits that depend on the token fed: the byte after it is liked."""
+
+    def eval(self, tokens: Sequence[int], rows: Sequence[int] | None = None) -> np.ndarray:
+        self.evals += 1
+        self.tokens += list(tokens)
+        out = np.zeros((len(rows or []), self.n_vocab), dtype=np.float32)
+        for k, r in enumerate(rows or []):
+            out[k, (tokens[r] + 1) % 256] = 3.0
+        return out
+
+
+def _next_logp(prompt_last: int, text: str, start: int, stop: int) -> float:
+    seq = [prompt_last, *text.encode()]
+    logz = np.log(np.exp(3.0) + 255)
+    return float(
+        sum((3.0 if seq[j + 1] == (seq[j] + 1) % 256 else 0.0) - logz for j in range(start, stop))
+    )
+
+
+def test_sorted_scoring_reuses_heads_and_scores_as_one_by_one() -> None:
+    rest = "mnopq" * 20
+    texts = ["xxcdz" + rest, "xxbcd" + rest, "xxcde" + rest, "xxb" + rest]
+    rt = NextByteModel(0)
+    got = score_texts(rt, [1, 2, 3], texts, tail=4)  # type: ignore[arg-type]
+    want = [_next_logp(3, t, 2, len(t) - len(rest) + 4) for t in texts]
+    assert got == pytest.approx(want, rel=1e-6)
+
+
 ORIG = """import os
 
 
