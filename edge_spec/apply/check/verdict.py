@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from edge_spec.apply.check.ends import ends_twice
 from edge_spec.apply.check.gaps import marker_gaps
 from edge_spec.apply.check.shown import unshown_changes
 from edge_spec.apply.check.twins import kept_beside
@@ -85,13 +86,15 @@ def answer_problems(
 
 def unplaced_changes(original: str, update: str, answer: str, merge: MergeResult) -> list[str]:
     """The line-level findings: snippet lines left out, changes the snippet does not show,
-    code under a marker not kept, old and new versions of a line side by side."""
+    code under a marker not kept, old and new versions of a line side by side, the file's
+    first or last line written twice."""
     ans = answer.replace("\r\n", "\n").splitlines()
     return [
         *snippet_lines_missing(update.replace("\r\n", "\n").splitlines(), ans),
         *unshown_changes(original, update, answer, merge),
         *marker_gaps(original, update, answer, merge.language),
         *kept_beside(original, update, answer, merge.language),
+        *ends_twice(original, update, answer, merge.language),
     ]
 
 
