@@ -268,9 +268,9 @@ class ApplySettings:
     # Scoring stops this many tokens after the readings rejoin (the window's shared rest).
     choose_tail: int = setting(48, lo=0, hi=100_000)
     # What the readings are scored as: the answer to the apply prompt (the window and the
-    # snippet as the request), or code on its own (the window's readings after a code fence:
-    # a fraction of the tokens, the snippet being in every reading anyway).
-    choose_prompt: str = setting("code", choices=("apply", "code"))
+    # snippet as the request), or code on its own after a code fence (a third of the tokens,
+    # but it chose wrong more often on held-out edits).
+    choose_prompt: str = setting("apply", choices=("apply", "code"))
 
 
 @dataclass(frozen=True)
