@@ -8,8 +8,8 @@ lines are in every reading: how the file reads where they differ is what tells t
 the answer to the apply prompt for that window: one forward over the reading's tokens, as
 speculative verification does with the candidate as the draft. The winner answers when it
 leads the runner-up by a clear margin; else nothing is chosen and the model writes the window
-itself. Choosing among fixed texts decides no token of a generation,
-so decoding stays lossless.
+itself. Choosing among fixed texts decides no token of a generation, so decoding stays
+lossless.
 """
 
 from __future__ import annotations
@@ -99,30 +99,18 @@ def allowed(
     return out
 
 
-def _parted(toks: Sequence[Sequence[int]]) -> tuple[int, int]:
-    """The tokens all texts share at their head, and at their tail past the head."""
-    shared = min(len(t) for t in toks)
-    for t in toks[1:]:
-        shared = min(
-            shared,
-            next((i for i, (a, b) in enumerate(zip(toks[0], t, strict=False)) if a != b), shared),
-        )
-    suffix = min(len(t) for t in toks) - shared
-    for t in toks[1:]:
-        suffix = min(
-            suffix,
-            next(
-                (i for i in range(suffix) if t[len(t) - 1 - i] != toks[0][len(toks[0]) - 1 - i]),
-                suffix,
-            ),
-        )
-    return shared, suffix
-
-
 def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens `a` and `b` share."""
     return next(
         (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
     )
+
+
+def _parted(toks: Sequence[Sequence[int]]) -> tuple[int, int]:
+    """The tokens all texts share at their head, and at their tail past the head."""
+    shared = min(_lcp(toks[0], t) for t in toks)
+    ends = [t[shared:][::-1] for t in toks]
+    return shared, min(_lcp(ends[0], e) for e in ends)
 
 
 def score_texts(

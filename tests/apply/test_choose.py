@@ -77,8 +77,11 @@ def test_scoring_stops_a_tail_after_the_texts_rejoin() -> None:
 class NextByteModel(ByteModel):
     """Logits that depend on the token fed: the byte after it is liked."""
 
+    fed = 0
+
     def eval(self, tokens: Sequence[int], rows: Sequence[int] | None = None) -> np.ndarray:
         self.evals += 1
+        self.fed += len(tokens)
         self.tokens += list(tokens)
         out = np.zeros((len(rows or []), self.n_vocab), dtype=np.float32)
         for k, r in enumerate(rows or []):
@@ -94,13 +97,17 @@ def _next_logp(prompt_last: int, text: str, start: int, stop: int) -> float:
     )
 
 
-def test_sorted_scoring_reuses_heads_and_scores_as_one_by_one() -> None:
+def test_sorted_scoring_reuses_heads_and_scores_the_direct_sum() -> None:
     rest = "mnopq" * 20
     texts = ["xxcdz" + rest, "xxbcd" + rest, "xxcde" + rest, "xxb" + rest]
     rt = NextByteModel(0)
     got = score_texts(rt, [1, 2, 3], texts, tail=4)  # type: ignore[arg-type]
     want = [_next_logp(3, t, 2, len(t) - len(rest) + 4) for t in texts]
     assert got == pytest.approx(want, rel=1e-6)
+    # Each text scored from where it parts from the one before: "xxb.." pays for "xxbcd..",
+    # "xxcde.." for "xxcdz..", so fewer tokens are fed than the scored spans hold.
+    spans = sum(len(t) - len(rest) + 4 - 2 for t in texts)
+    assert rt.fed - 4 < spans  # the prompt and shared head ("xx" less its last) fed once
 
 
 ORIG = """import os

@@ -3,9 +3,9 @@
 A snippet with no marker at an end reaches the file's end there. When its last line (its last
 line that is more than a closer) is the original's last such line, that line is the file's end
 shown as context, and where the snippet shows it once a right answer holds it once, as the
-original does. An answer that holds
-it twice kept the original's tail beside the snippet's: the lines the snippet shows replacing
-that tail were inserted instead (the same for the first line at an unmarked start).
+original does. An answer that holds it twice kept the original's tail beside the snippet's: the
+lines the snippet shows replacing that tail were inserted instead (the same for the first line
+at an unmarked start).
 """
 
 from __future__ import annotations
