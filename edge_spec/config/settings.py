@@ -153,6 +153,16 @@ DEFAULT_FEATURE_PRIORS: Mapping[str, float] = {
     "ref-n-le4": 0.7,
     "ref-n-le2": 0.5,
     "ref-text": 0.6,
+    # The same drafts in a request with no reference (a chat or free prompt): a match is in
+    # the prompt's instructions or the answer so far, which an answer echoes for a few tokens
+    # (a name, a signature) and then leaves; only a long match is a quote going on. A
+    # machine whose verify cost grows with its length declines them; one where it is flat
+    # still drafts them.
+    "ref-f": 0.5,
+    "ref-f-a": 0.6,
+    "ref-f-a-s8": 0.8,
+    "ref-f-a-s64": 0.95,
+    "ref-f-n-gt16": 0.85,
     "model": 0.7,
     # Pool drafts (what followed the same context in an earlier output), by match length:
     # a long match is the same edit again; a short one is often common code going elsewhere.

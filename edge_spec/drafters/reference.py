@@ -57,6 +57,7 @@ class ReferenceDrafter:
         self._streak = 0
         self._text_pos: dict[int, int] = {}
         self._n_prompt = 0
+        self._family = "ref-"
 
     def begin(
         self,
@@ -66,6 +67,10 @@ class ReferenceDrafter:
     ) -> None:
         self._refs = [list(prompt)]
         self._cuts = [[]]
+        # With no reference given (a chat or free prompt) every match is in the prompt or the
+        # output itself, which an answer rarely copies far: those drafts learn apart from an
+        # apply's (`ref-f-`), so neither kind of request misprices the other.
+        self._family = "ref-" if references else "ref-f-"
         self._n_prompt = len(prompt)
         self._index = [defaultdict(list)]
         self._indexed = 0
@@ -169,8 +174,8 @@ class ReferenceDrafter:
             return self._text_draft(context, limit)
         (aligned, length, _, _), r, p = best
         self._last = (r, p)
-        feature = (
-            f"ref-a-{_streak_bucket(self._streak)}" if aligned else f"ref-n-{length_bucket(length)}"
+        feature = self._family + (
+            f"a-{_streak_bucket(self._streak)}" if aligned else f"n-{length_bucket(length)}"
         )
         return Draft(tokens=self._slice(r, p, limit), source="reference", feature=feature)
 
@@ -200,7 +205,7 @@ class ReferenceDrafter:
             follow = text[end : end + 4 * limit + 16]
             toks = self.rt.tokenize(follow, special=False)[:limit] if follow else []
             if toks:
-                return Draft(tokens=toks, source="reference", feature="ref-text")
+                return Draft(tokens=toks, source="reference", feature=f"{self._family}text")
         return None
 
     def observe(self, draft: Draft, accepted: int) -> None:

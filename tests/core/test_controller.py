@@ -61,3 +61,17 @@ def test_the_first_request_drafts_a_whole_copy() -> None:
     assert ctl.best_prefix(_draft("ref-start"), 1000)[0] == 128
     assert ctl.best_prefix(_draft("ref-a-s64"), 1000)[0] == 128
     assert ctl.best_prefix(_draft("ref-n-le2", 64), 1000)[0] == 0
+
+
+def test_a_free_prompts_echo_is_priced_apart_from_an_apply_copy() -> None:
+    # The shipped priors: without a reference, an aligned copy that held for a few tokens is
+    # an echo of the prompt (a name, a signature), not the long copy an apply's is; on a CPU,
+    # whose verify cost grows with its length, it is not drafted far, nor a short match at all.
+    ctl = Controller(ControllerSettings())
+    assert ctl.best_prefix(_draft("ref-a-s8"), 1000)[0] >= 96
+    assert ctl.best_prefix(_draft("ref-f-a-s8"), 1000)[0] <= 8
+    assert ctl.best_prefix(_draft("ref-f-n-le2", 64), 1000)[0] == 0
+    # What a free prompt's drafts teach stays with them.
+    for _ in range(4):
+        _observe(ctl, "ref-f-a-s8", 8, 0)
+    assert ctl.best_prefix(_draft("ref-a-s8"), 1000)[0] >= 96

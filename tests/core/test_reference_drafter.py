@@ -44,6 +44,18 @@ def test_start_of_answer_proposes_the_first_reference() -> None:
     assert draft.feature == "ref-start" and rt.detokenize(draft.tokens) == FILE[:10]
 
 
+def test_a_free_prompt_drafts_learn_apart_from_an_apply() -> None:
+    rt = FakeRuntime()
+    prompt = rt.tokenize("Repeat this code:\n" + FILE[:400] + "\nAnswer:\n")
+    free, applied = ReferenceDrafter(rt), ReferenceDrafter(rt)
+    free.begin(prompt, [])
+    applied.begin(prompt, [FILE[:400]])
+    ctx = prompt + rt.tokenize(FILE[:40])
+    a, b = free.propose(ctx, 8), applied.propose(ctx, 8)
+    assert a.tokens and a.feature.startswith("ref-f-n-")
+    assert b.tokens and b.feature.startswith("ref-n-")
+
+
 def test_reference_longer_than_context_is_refused() -> None:
     rt = FakeRuntime(n_ctx=256)
     d = ReferenceDrafter(rt)

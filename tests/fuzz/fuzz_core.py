@@ -146,7 +146,7 @@ def check_reference(
             if toks:
                 assert draft.source == "reference"
                 _check_origin(draft.feature, toks, ctx, ref_toks, texts, ngram_min)
-            if toks and draft.feature != "ref-text":
+            if toks and not draft.feature.endswith("-text"):
                 # White-box: the draft is refs[r][p:] up to the limit or the reference's next
                 # cut point, whichever comes first (cuts are computed here independently:
                 # with byte tokens a character offset's token index is its byte offset).
@@ -171,6 +171,7 @@ def _check_origin(
     texts: list[bytes],
     ngram_min: int,
 ) -> None:
+    feature = feature.replace("ref-f-", "ref-", 1)  # a free prompt's family: the same drafts
     if feature == "ref-start":  # no output yet: the first reference's beginning
         assert refs and refs[0][: len(toks)] == toks, feature
         return
