@@ -22,8 +22,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from edge_spec.apply.choose import _content, allowed, choose, chosen_text
+from edge_spec.apply.choose import allowed, choose, chosen_text
 from edge_spec.apply.merge import structural_merge
+from edge_spec.apply.readings import content
 from edge_spec.bench.modes import read_text
 from edge_spec.config.settings import ApplySettings, EngineConfig
 from edge_spec.engine import Engine
@@ -73,7 +74,7 @@ def main() -> None:
                 t0 = time.perf_counter()
                 scored = choose(rt, orig, upd, merge, choices, s, merge.language)
                 dt = time.perf_counter() - t0
-                right = _content(chosen_text(orig, merge, scored)) == _content(task["expected"])
+                right = content(chosen_text(orig, merge, scored)) == content(task["expected"])
                 margin = min(c.margin for c in scored)
                 key = f"{p}:{t}"
                 secs[key].append(dt)

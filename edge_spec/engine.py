@@ -456,7 +456,7 @@ class Engine:
             }
             for c in scored
         ]
-        res.suspect = answer_problems(original, update, text, merge, confirmed=True)
+        res.suspect = answer_problems(original, update, text, merge)
         return res
 
     def _regions(

@@ -1,7 +1,7 @@
 """The target chooses among the placements the snippet allows, before writing anything.
 
 When the merge is unsure of a hunk, the readings it hesitates between mostly differ in where
-the hunk's span ends (`merge.candidates`). Each reading is a whole file; the answer check keeps
+the hunk's span ends (`apply.readings`). Each reading is a whole file; the answer check keeps
 those the snippet and the original allow. Where more than one is left, the target scores each
 by its log-likelihood over a window around the hunk, as code after a code fence (the snippet's
 lines are in every reading: how the file reads where they differ is what tells them apart) or as
@@ -19,15 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge_spec.apply.check.verdict import unplaced_changes
 from edge_spec.apply.merge import Edit, MergeResult, assemble, split_original
-from edge_spec.apply.merge.candidates import (
-    alternative_edits,
-    doubts_where,
-    relocated_edits,
-    to_file_ends,
-)
 from edge_spec.apply.plan import plan_apply
+from edge_spec.apply.readings import readings
 from edge_spec.apply.region import snippet_part
 from edge_spec.config.settings import ApplySettings
 from edge_spec.runtimes.base import Runtime
@@ -55,44 +49,16 @@ class HunkChoice:
         return self.edits[int(np.argmax(self.scores))] if self.scores else self.edits[0]
 
 
-def _text(lines: Sequence[str], eol: str, final: bool) -> str:
-    return eol.join(lines) + (eol if final else "")
-
-
-def _content(text: str) -> tuple[str, ...]:
-    """A file's non-blank lines, whitespace runs collapsed: what the check tells apart."""
-    return tuple(" ".join(ln.split()) for ln in text.splitlines() if ln.strip())
-
-
 def allowed(
     original: str, update: str, merge: MergeResult, settings: ApplySettings
 ) -> list[HunkChoice] | None:
-    """Per unsure hunk, its placements the answer check passes (the others' as the merge put
-    them), one per distinct content (the one nearest the merge's span: placements that differ
-    only in blank lines score alike); None when some hunk has none, or over `choose_max`."""
-    olines, eol, final = split_original(original)
+    """Per unsure hunk, its placements the answer check passes (`apply.readings`; the others'
+    as the merge put them); None when some hunk has none, or over `choose_max`."""
     out = []
     for h in merge.hunks:
         if h.status == "exact":
             continue
-        own = merge.edits[h.index]
-        alts = sorted(
-            alternative_edits(merge, h.index, len(olines), settings.choose_reach),
-            key=lambda e: abs(e.start - own.start) + abs(e.end - own.end),
-        )
-        if doubts_where(h.reason):
-            alts += relocated_edits(merge, h.index, olines)
-        alts += to_file_ends(merge, h.index, len(olines), h.reason)
-        seen: set[tuple[str, ...]] = set()
-        ok: list[Edit] = []
-        for e in alts:
-            edits = [e if i == h.index else x for i, x in enumerate(merge.edits)]
-            text = _text(assemble(olines, edits), eol, final)
-            if _content(text) in seen:
-                continue
-            seen.add(_content(text))
-            if not unplaced_changes(original, update, text, merge):
-                ok.append(e)
+        ok = readings(original, update, merge, h.index, settings.choose_reach, settings.choose_max)
         if not ok or len(ok) > settings.choose_max:
             return None
         out.append(HunkChoice(h.index, tuple(ok)))
@@ -209,4 +175,5 @@ def chosen_text(original: str, merge: MergeResult, choices: Sequence[HunkChoice]
     """The file with each hunk at its winning placement."""
     olines, eol, final = split_original(original)
     win = {c.hunk: c.winner for c in choices}
-    return _text(assemble(olines, [win.get(i, e) for i, e in enumerate(merge.edits)]), eol, final)
+    lines = assemble(olines, [win.get(i, e) for i, e in enumerate(merge.edits)])
+    return eol.join(lines) + (eol if final else "")

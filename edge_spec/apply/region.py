@@ -23,6 +23,7 @@ from edge_spec.apply.clean import lazy_lines
 from edge_spec.apply.merge import Edit, MergeResult, assemble, split_original
 from edge_spec.apply.merge.markers import marker_shape, snippet_markers
 from edge_spec.apply.plan import ApplyResult
+from edge_spec.apply.readings import readings
 from edge_spec.config.settings import ApplySettings
 from edge_spec.core.stats import Stats
 
@@ -37,6 +38,11 @@ class Window:
     original: str  # the window's original lines (LF, final newline)
     snippet: str  # the snippet lines of its hunks, with the markers around them
     merged: str  # the merge's text for the window: the drafting reference
+    # Whether the window holds every placement of its unsure hunks that the answer check allows
+    # (the merge's own among them): then the model was free to write any, and an answer equal
+    # to the merge's there is the target's own, not a copy of the guess (drafts never decide a
+    # token: decoding is lossless).
+    holds_all: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,7 @@ def plan_regions(
                     _text(olines[a:b]),
                     snippet_part(slines, merge, hunks),
                     _text(_piece(olines, a, b, edits)),
+                    _holds_all(original, snippet, merge, settings, (a, b, hunks)),
                 )
             )
     if len(used) != len(spans):
@@ -106,6 +113,23 @@ def plan_regions(
     return RegionPlan(
         tuple(segments), eol, final, snippet_markers(original, snippet, merge.language), merge
     )
+
+
+def _holds_all(
+    original: str,
+    snippet: str,
+    merge: MergeResult,
+    settings: ApplySettings,
+    win: tuple[int, int, Sequence[int]],
+) -> bool:
+    a, b, hunks = win
+    for i in hunks:
+        if merge.hunks[i].status == "exact":
+            continue
+        ok = readings(original, snippet, merge, i, settings.choose_reach)
+        if merge.edits[i] not in ok or any(e.start < a or e.end > b for e in ok):
+            return False
+    return True
 
 
 def _base(olines: Sequence[str], spans: Sequence[tuple[int, int]], hunks: Sequence[int]) -> int:
@@ -283,7 +307,7 @@ def _result(
         res.suspect = [
             unsure_guess(f"the answer for lines {w.start + 1}-{w.end}", plan.merge, w.hunks)
             for w, r in done
-            if r.text == w.merged
+            if r.text == w.merged and not w.holds_all
         ]
     res.regions = [
         {

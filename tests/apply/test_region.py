@@ -142,7 +142,8 @@ def test_engine_region_runs_the_model_on_the_window_only() -> None:
     assert res.regions[0]["lines"] == [win.start + 1, win.end]
     assert res.stats.output_tokens < len(rt.tokenize(ORIG)) / 2
     assert [v["status"] for v in res.verdicts] == ["exact", "ambiguous"]
-    # The fake wrote exactly the merge's unsure guess: that confirms nothing, so it is suspect.
+    # The fake wrote exactly the merge's unsure guess in a window short of the other place the
+    # check allows (class B): it could not have written that one, so it confirms nothing.
     assert any(
         p.startswith(
             f"the answer for lines {win.start + 1}-{win.end} is the structural merge's own guess"
@@ -151,6 +152,20 @@ def test_engine_region_runs_the_model_on_the_window_only() -> None:
     ), res.suspect
     whole = eng.apply(ORIG, SNIP, path="x.py", engine="model")
     assert whole.engine == "model" and not whole.regions
+
+
+def test_a_window_holding_every_allowed_placement_confirms_the_guess() -> None:
+    # Class A's `run` and class B's both take the edit; a window over both lets the model
+    # write either, so writing the merge's is the target's own choice, not a copy.
+    short, wide = _plan(region_context=2), _plan(region_context=8)
+    assert short is not None and wide is not None
+    assert [w.holds_all for w in short.windows] == [False]
+    assert [w.holds_all for w in wide.windows] == [True]
+    assert _rebuilt(wide) == structural_merge(ORIG, SNIP, "python").text
+    guessed = run_regions(wide, lambda w, cb: _answer(w.merged), None, ORIG)
+    assert guessed.suspect == []
+    guessed = run_regions(short, lambda w, cb: _answer(w.merged), None, ORIG)
+    assert len(guessed.suspect) == 1 and "own guess" in guessed.suspect[0]
 
 
 @pytest.mark.parametrize("engine", ["auto", "region"])

@@ -65,22 +65,23 @@ def not_exact_error(merge: MergeResult) -> UserError:
 
 
 def answer_problems(
-    original: str, update: str, answer: str, merge: MergeResult | None, confirmed: bool = False
+    original: str, update: str, answer: str, merge: MergeResult | None
 ) -> list[str]:
     """What is wrong with a model's merged file, as one-line findings (empty: looks right).
 
-    `confirmed`: the target chose the answer among the placements the snippet allows, so an
-    answer equal to the merge's guess is no longer an unconfirmed guess."""
+    An answer equal to the merge's unsure text is not suspect for that alone: the model wrote
+    the whole file from the original and the snippet, free to place each hunk anywhere, and the
+    merge's text only drafted for it (decoding is lossless). Where a model rewrote only a
+    window that cannot hold every placement the check allows, `apply.region` says so."""
     ans = answer.replace("\r\n", "\n").splitlines()
     if merge is None:
         return snippet_lines_missing(update.replace("\r\n", "\n").splitlines(), ans)
     problems = unplaced_changes(original, update, answer, merge)
     problems += _parse_problems(original, answer, merge.language)
-    merged = merge.text.replace("\r\n", "\n").splitlines()
-    if not merge.exact and not confirmed and ans == merged:
-        problems += [unsure_guess("the answer", merge, range(len(merge.hunks)))]
-    elif merge.exact:
-        problems += _off_the_sure_merge(ans, merged)
+    if _trimmed(ans) == _trimmed(original.replace("\r\n", "\n").splitlines()):
+        problems.append("the answer leaves the file as it was: the edit is not applied")
+    if merge.exact:
+        problems += _off_the_sure_merge(ans, merge.text.replace("\r\n", "\n").splitlines())
     return problems[:MAX_PROBLEMS]
 
 
@@ -99,8 +100,9 @@ def unplaced_changes(original: str, update: str, answer: str, merge: MergeResult
 
 
 def unsure_guess(what: str, merge: MergeResult, hunks: Sequence[int]) -> str:
-    """The finding for an answer that only repeats the merge where the merge is unsure: the
-    model confirmed nothing (it drafts from that text), so its answer is no surer."""
+    """The finding for an answer that repeats the merge where the merge is unsure, written where
+    the model could not have placed the hunk otherwise (a window short of a placement the
+    check allows): it confirmed nothing."""
     doubts = [merge.hunks[i] for i in hunks if merge.hunks[i].status != "exact"]
     first = doubts[0] if doubts else merge.hunks[0]
     return (
