@@ -8,8 +8,13 @@ from pathlib import Path
 from edge_spec.apply import lazy_lines
 from edge_spec.apply.check.gaps import marker_gaps
 from edge_spec.apply.check.shown import unshown_changes
+from edge_spec.apply.check.together import runs_apart
 from edge_spec.apply.check.twins import kept_beside
-from edge_spec.apply.check.verdict import answer_problems, unplaced_changes
+from edge_spec.apply.check.verdict import (
+    answer_problems,
+    snippet_lines_missing,
+    unplaced_changes,
+)
 from edge_spec.apply.merge import structural_merge
 from edge_spec.apply.merge.markers import snippet_markers
 from edge_spec.bench.modes import read_text
@@ -383,3 +388,68 @@ def test_a_line_written_again_beside_its_original_is_not_shown() -> None:
     merge = structural_merge(original, snippet, "markdown")
     assert not unshown_changes(original, snippet, right, merge)
     assert unshown_changes(original, snippet, doubled, merge)
+
+
+RUST_TESTS = """#[test]
+fn test_a() {
+    let mut buf = Vec::new();
+    buf.put_u8(1);
+    assert_eq!(b"\\x01", &buf[..]);
+}
+
+#[test]
+fn test_b() {
+    let mut buf = Vec::new();
+    buf.put_u16(2);
+    assert_eq!(b"\\x00\\x02", &buf[..]);
+}
+
+#[test]
+fn test_c() {
+    let mut buf = Vec::new();
+    buf.put_u32(3);
+}
+"""
+NEW_TEST = """// ... existing code ...
+    buf.put_u8(1);
+    assert_eq!(b"\\x01", &buf[..]);
+}
+
+#[test]
+fn test_a_twice() {
+    let mut buf = Vec::new();
+    buf.put_u8(1);
+    buf.put_u8(1);
+}
+
+#[test]
+// ... existing code ...
+"""
+
+
+def test_a_snippet_run_written_apart_is_caught() -> None:
+    # Every snippet line is in the answer, in order, but the new test went to the file's end:
+    # the code after the context it was shown beside came between them.
+    added = NEW_TEST.split("}\n\n", 1)[1].rsplit("#[test]\n", 1)[0]
+    right = RUST_TESTS.replace("}\n\n#[test]\nfn test_b", "}\n\n" + added + "#[test]\nfn test_b")
+    apart = RUST_TESTS + "\n" + added + "#[test]\nfn test_z() {}\n"
+    assert runs_apart(RUST_TESTS, NEW_TEST, right, "rust") == []
+    found = runs_apart(RUST_TESTS, NEW_TEST, apart, "rust")
+    assert found and "not together in the answer" in found[0]
+    merge = structural_merge(RUST_TESTS, NEW_TEST, "rust", "t.rs")
+    assert snippet_lines_missing_none(NEW_TEST, apart)
+    assert any("not together" in p for p in answer_problems(RUST_TESTS, NEW_TEST, apart, merge))
+
+
+def snippet_lines_missing_none(snippet: str, answer: str) -> bool:
+    """The order check alone passes the answer (the run check is what catches it)."""
+    return snippet_lines_missing(snippet.splitlines(), answer.splitlines()) == []
+
+
+def test_every_expected_dev_file_keeps_the_snippet_runs_together() -> None:
+    bad = [
+        t["id"]
+        for t in _tasks()
+        if runs_apart(t["original"], t["update"], t["expected"], t["language"])
+    ]
+    assert bad == []

@@ -17,6 +17,7 @@ from typing import Any
 from edge_spec.apply.check.ends import ends_twice
 from edge_spec.apply.check.gaps import marker_gaps
 from edge_spec.apply.check.shown import unshown_changes
+from edge_spec.apply.check.together import runs_apart
 from edge_spec.apply.check.twins import kept_beside
 from edge_spec.apply.merge import MergeResult, structural_merge
 from edge_spec.apply.merge.markers import marker_shape
@@ -95,6 +96,7 @@ def unplaced_changes(original: str, update: str, answer: str, merge: MergeResult
         *unshown_changes(original, update, answer, merge),
         *marker_gaps(original, update, answer, merge.language),
         *kept_beside(original, update, answer, merge.language),
+        *runs_apart(original, update, answer, merge.language),
         *ends_twice(original, update, answer, merge.language),
     ]
 
