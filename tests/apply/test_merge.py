@@ -640,6 +640,23 @@ def test_guessed_indentation_unit_is_not_sure() -> None:
     assert result.text == "[compute_total]\n        subtotal = 2\n[report_total]\n"
 
 
+def test_a_tab_after_spaces_is_the_edits_own_indentation() -> None:
+    # Continuation lines indented "4 spaces + tab" in a file of spaces: no editor converting
+    # indentation writes that, so the commit's whitespace goes in as given, and surely.
+    original = (
+        "class Logger\n{\npublic:\n    Logger(const std::string& name, size_t size);\n"
+        "\nprotected:\n    void log();\n};\n"
+    )
+    snippet = (
+        "// ... existing code ...\npublic:\n    Logger(const std::string& name,\n"
+        "    \tsize_t size,\n    \tbool flush = false);\n\nprotected:\n    void log();\n"
+        "// ... existing code ...\n"
+    )
+    result = structural_merge(original, snippet, "cpp", "logger.h")
+    assert result.exact, result.hunks
+    assert "    \tbool flush = false);\n" in result.text
+
+
 def test_imports_shown_as_a_block_replace_the_block() -> None:
     original = "use std::env;\nuse std::fs;\nuse std::str;\n\nfn main() {\n    env::args();\n}\n"
     snippet = "use std::{env, fs, str};\n\n// ... existing code ...\n"

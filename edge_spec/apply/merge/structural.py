@@ -206,9 +206,13 @@ def structural_merge(
 
 
 def _mixed_indent(lines: Sequence[str]) -> bool:
-    """Whether some code lines start with a tab and others with spaces."""
-    firsts = {ln[:1] for ln in lines if ln.strip()}
-    return "\t" in firsts and " " in firsts
+    """Whether some code lines start with a tab and others with spaces, or some line's
+    indentation has a tab after spaces: an editor that converts indentation leaves neither."""
+    code = [ln for ln in lines if ln.strip()]
+    firsts = {ln[:1] for ln in code}
+    return ("\t" in firsts and " " in firsts) or any(
+        " \t" in ln[: len(ln) - len(ln.lstrip(" \t"))] for ln in code
+    )
 
 
 def _pasted(snippet: str, eol: str) -> bool:
