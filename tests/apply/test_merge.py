@@ -680,3 +680,19 @@ def test_imports_shown_as_a_block_replace_the_block() -> None:
 )
 def test_brackets_in_block_comments_are_prose(lang: str, line: str, profile: tuple) -> None:
     assert Brackets(lang).line(line) == profile
+
+
+def test_body_stopping_after_new_lines_is_not_read_whole() -> None:
+    original = """def f(a, b):
+    x = compute(a)
+    y = compute(b)
+    for i in range(b):
+        total += i
+
+
+def g():
+    return 1
+"""
+    # A diff's part may stop right after what it inserts: the loop is not shown, not deleted.
+    snippet = "def f(a, b):\n    x = compute(a)\n    y = compute(b)\n    log(x)\n"
+    assert not structural_merge(original, snippet, "python").exact

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from edge_spec.apply.merge import structural_merge
@@ -323,6 +323,7 @@ def test_exact_merges_are_right(seed: int) -> None:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(min_value=0, max_value=2**32))
+@example(1328632298)  # a diff's part that stops after an insertion, read as a whole body
 def test_exact_python_merges_are_right(seed: int) -> None:
     case = make_py_case(seed)
     result = structural_merge(case.original, case.snippet, "python")

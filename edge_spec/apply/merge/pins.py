@@ -178,12 +178,23 @@ def _ends_together(ctx: Ctx, hunk: Hunk, it: Definition, d: Definition) -> bool:
     ops = SequenceMatcher(None, mine, theirs, autojunk=False).get_opcodes()
     kept = sum(i2 - i1 for op, i1, i2, _, _ in ops if op == "equal")
     tag, i1, i2, j1, j2 = ops[-1]
+    if tag == "replace" and not hunk.marker_after and not _rewrites(mine[i1:i2], theirs[j1:j2]):
+        # A snippet that just ends (no marker) on new lines may be a diff's part that stops
+        # after an insertion; a marker after the definition says the definition ends there.
+        return False
     return (
         tag in ("equal", "replace")
         and i2 == len(mine)
         and j2 == len(theirs)
         and (kept >= len(theirs) / 2)
     )
+
+
+def _rewrites(mine: Sequence[str], theirs: Sequence[str]) -> bool:
+    """Whether the shown last lines read as a rewrite of the original's last lines (a changed
+    `return`) rather than new lines after which the snippet stops short of the body's end."""
+    a, b = "\n".join(mine), "\n".join(theirs)
+    return SequenceMatcher(None, a, b, autojunk=False).ratio() >= 0.5
 
 
 def closer_pairs(
