@@ -453,3 +453,35 @@ def test_every_expected_dev_file_keeps_the_snippet_runs_together() -> None:
         if runs_apart(t["original"], t["update"], t["expected"], t["language"])
     ]
     assert bad == []
+
+
+def test_marker_keeps_the_lines_before_its_block_when_the_snippet_moves_code() -> None:
+    original = """describe "x" do
+  specify "a" do
+    res = get("a")
+    env["PORT"].should.equal "80"
+    env["HTTPS"].should.equal "on"
+  end
+
+  specify "c" do
+    go
+  end
+end
+"""
+    # The new test repeats a line of the old one: a coincidence, not code moved out from under
+    # the marker, which still stands for the old test's first lines.
+    snippet = """# ... existing code ...
+    env["HTTPS"].should.equal "on"
+  end
+
+  specify "b" do
+    res = get("b")
+    env["PORT"].should.equal "80"
+  end
+# ... existing code ...
+"""
+    new = '\n  specify "b" do\n    res = get("b")\n    env["PORT"].should.equal "80"\n  end\n'
+    right = original.replace('  end\n\n  specify "c"', "  end\n" + new + '\n  specify "c"')
+    assert marker_gaps(original, snippet, right, "ruby") == []
+    eaten = right.replace('    res = get("a")\n    env["PORT"].should.equal "80"\n', "", 1)
+    assert marker_gaps(original, snippet, eaten, "ruby")

@@ -5,9 +5,12 @@ its place in the original (the run's lines beside the marker are a block of orig
 found at exactly one place, with a line that identifies it), the answer must hold the original
 lines that follow that block (or precede it) exactly: all of them up to the next run when both
 sides are pinned, the file's rest at an end, and at least an unbroken prefix (suffix) of them
-otherwise. This needs no placement of the merge, so a wrong span there does not hide an answer
-that drops or rewrites code under a marker: the lines between the imports and a new function,
-a test block taken out of a run of look-alike tests.
+otherwise. Where the snippet shows a line the original has once under the marker (code moved
+out from under it, or new code that repeats it), the marker still keeps the original lines
+right before the next run's block, read past such lines. This needs no placement of the
+merge, so a wrong span there does not hide an answer that drops or rewrites code under a
+marker: the lines between the imports and a new function, a test block taken out of a run of
+look-alike tests.
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ from dataclasses import dataclass
 
 from edge_spec.apply.merge.anchors import LineIndex, is_distinctive, norm
 from edge_spec.apply.merge.markers import classify_markers
+
+# How many original lines beside a pinned block a marker keeps for sure where the snippet
+# moves code out from under it.
+_BESIDE = 3
 
 
 def _keys(lines: Sequence[str]) -> list[str]:
@@ -71,8 +78,10 @@ def _pin(
     if best is None or len(best[1]) != 1:
         return None
     block, at = best[0], best[1][0]
-    # One identifying line ending a longer run may be a rewritten block's coincidental tail.
-    if sum(map(is_distinctive, block)) < (1 if len(block) == len(keys) else 2):
+    # One identifying line ending a longer run may be a rewritten block's coincidental tail;
+    # one that opens the run right after a marker is where the marker's code ends.
+    need = 1 if len(block) == len(keys) or (not tail and is_distinctive(block[0])) else 2
+    if sum(map(is_distinctive, block)) < need:
         return None
     mine = widths[-len(block) :] if tail else widths[: len(block)]
     if not _same_shape(mine, owidths[at : at + len(block)]):
@@ -156,6 +165,23 @@ def _kept_before(akeys: Sequence[str], okeys: Sequence[str], pin: _Pin, since: s
     return False
 
 
+def _near_kept(
+    akeys: Sequence[str], okeys: Sequence[str], pin: _Pin, shown: set[str], since: str | None
+) -> bool:
+    """Where the snippet moves code out from under the marker before a pinned block, the
+    marker still keeps the original lines right before the block: the nearest `_BESIDE` of
+    them after the run before the marker (`since`), read past the lines the snippet moves
+    (shows, and the original has once)."""
+    once = {k for k, n in Counter(okeys).items() if n == 1}
+
+    def kept(keys: Sequence[str]) -> list[str]:
+        return [k for k in keys if not (k in shown and k in once and is_distinctive(k))]
+
+    lo = next((i + 1 for i in range(pin.at - 1, -1, -1) if okeys[i] == since), 0)
+    want = kept(okeys[lo : pin.at])[-_BESIDE:]
+    return not want or any(kept(akeys[:a])[-len(want) :] == want for a in _places(pin.block, akeys))
+
+
 def marker_gaps(original: str, snippet: str, answer: str, language: str) -> list[str]:
     """One finding per marker whose original code the answer does not keep."""
     olines = original.replace("\r\n", "\n").split("\n")
@@ -185,8 +211,13 @@ def marker_gaps(original: str, snippet: str, answer: str, language: str) -> list
                     "where the snippet's marker says they stay"
                 )
                 continue
-        if right is not None and not both and not _moved(okeys, 0, right.at, shown):
-            if not _kept_before(akeys, okeys, right, before[0][-1] if before else None):
+        if right is not None and not both:
+            since = before[0][-1] if before else None
+            if _moved(okeys, 0, right.at, shown):
+                kept = _near_kept(akeys, okeys, right, shown, since)
+            else:
+                kept = _kept_before(akeys, okeys, right, since)
+            if not kept:
                 out.append(
                     f"the original lines before {right.block[0][:50]!r} are not kept "
                     "where the snippet's marker says they stay"
