@@ -317,6 +317,7 @@ def check(case: Case) -> bool:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(min_value=0, max_value=2**32))
+@example(3871800274)  # a closing bracket next to a marker that closes the block further on
 def test_exact_merges_are_right(seed: int) -> None:
     check(make_case(seed))
 

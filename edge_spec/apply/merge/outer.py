@@ -75,8 +75,9 @@ def settle_outer(
 
     Unsure when key pairing reads the edge differently, when the edge's lines also occur
     further on (they may be context with lines deleted before them) or more of its marker end
-    does (`longer`), or when the outer lines are all trivial (`}`, `return None`) and the whole
-    edge could as well be new code (it balances).
+    does (`longer`), or its trivial outer lines do beside the line its new code modifies, or
+    when the outer lines are all trivial (`}`, `return None`) and the whole edge could as well
+    be new code (it balances).
     """
     k = outer_context(ctx, new, boundary, avail, tail)
     if not k:
@@ -111,6 +112,14 @@ def settle_outer(
         )
     outer = core[:k] if not tail else core[len(core) - k :]
     rest = core[k:] if not tail else core[: len(core) - k]
+    if _keyed_further(ctx, outer, rest, here, lo, hi, tail):
+        return Edge(
+            take,
+            False,
+            "the lines next to the marker also match further on (lines "
+            "between replaced or deleted?)",
+            True,
+        )
     if not viable(ctx.mapped(rest), [], ctx.brackets):
         return Edge(take, False, "the new lines next to the marker do not balance")
     if (
@@ -120,6 +129,34 @@ def settle_outer(
     ):
         return Edge(take, False, "the lines next to the marker may be context or new code")
     return Edge(take, True, "")
+
+
+def _keyed_further(
+    ctx: Ctx,
+    outer: Sequence[str],
+    rest: Sequence[str],
+    here: int,
+    lo: int,
+    hi: int,
+    tail: bool,
+) -> bool:
+    """Whether trivial outer lines (`}`) also stand elsewhere in the window beside an original
+    line that the new line next to them modifies (the same statement key): that reading
+    replaces the lines between, and the nearest copy is no reason to prefer this one."""
+    keys = [norm(ln) for ln in outer]
+    if not rest or not all(ctx.index.trivial(k) for k in keys):
+        return False
+    mine = statement_key(rest[-1] if tail else rest[0])
+    if mine is None or mine[0] == "blank":
+        return False
+    lines = ctx.index.lines
+    for q in ctx.index.count_run(keys, lo, hi):
+        if q == here:
+            continue
+        at = q - 1 if tail else q + len(keys)
+        if 0 <= at < len(lines) and statement_key(lines[at]) == mine:
+            return True
+    return False
 
 
 def _longer_elsewhere(ctx: Ctx, keys: Sequence[str], k: int, lo: int, hi: int, tail: bool) -> bool:
