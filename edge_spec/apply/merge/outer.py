@@ -100,19 +100,13 @@ def settle_outer(
         else (boundary - min(avail, WINDOW), boundary)
     )
     here = boundary if tail else boundary - k
-    if any(q != here for q in ctx.index.count_run(keys, lo, hi)) or (
-        longer and _longer_elsewhere(ctx, keys, k, lo, hi, tail)
-    ):
-        return Edge(
-            take,
-            False,
-            "the lines next to the marker also match further on (lines "
-            "between replaced or deleted?)",
-            True,
-        )
     outer = core[:k] if not tail else core[len(core) - k :]
     rest = core[k:] if not tail else core[: len(core) - k]
-    if _keyed_further(ctx, outer, rest, here, lo, hi, tail):
+    if (
+        any(q != here for q in ctx.index.count_run(keys, lo, hi))
+        or (longer and _longer_elsewhere(ctx, keys, k, lo, hi, tail))
+        or _keyed_further(ctx, outer, rest, here, lo, hi, tail)
+    ):
         return Edge(
             take,
             False,
