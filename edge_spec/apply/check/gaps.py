@@ -117,8 +117,14 @@ def _moved(
     shows after that run was never under this marker."""
     if hi is None and until is not None and until in okeys[lo:]:
         hi = max(i for i in range(lo, len(okeys)) if okeys[i] == until)
+    moving = _moving(okeys, shown)
+    return any(k in moving for k in okeys[lo:hi])
+
+
+def _moving(okeys: Sequence[str], shown: set[str]) -> set[str]:
+    """Identifying lines the original has once and the snippet shows: code it may move."""
     once = {k for k, n in Counter(okeys).items() if n == 1}
-    return any(k in shown and k in once and is_distinctive(k) for k in okeys[lo:hi])
+    return {k for k in shown if k in once and is_distinctive(k)}
 
 
 def _kept_after(
@@ -172,10 +178,10 @@ def _near_kept(
     marker still keeps the original lines right before the block: the nearest `_BESIDE` of
     them after the run before the marker (`since`), read past the lines the snippet moves
     (shows, and the original has once)."""
-    once = {k for k, n in Counter(okeys).items() if n == 1}
+    moving = _moving(okeys, shown)
 
     def kept(keys: Sequence[str]) -> list[str]:
-        return [k for k in keys if not (k in shown and k in once and is_distinctive(k))]
+        return [k for k in keys if k not in moving]
 
     lo = next((i + 1 for i in range(pin.at - 1, -1, -1) if okeys[i] == since), 0)
     want = kept(okeys[lo : pin.at])[-_BESIDE:]
