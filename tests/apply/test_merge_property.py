@@ -161,12 +161,16 @@ def _render(
         for k in range(end, min(len(seq), end + hi_ctx)):
             shown[k] = True
     marker = rng.choice(MARKERS)
+    # A context line spaced unlike a new line of the same text ties with it: which copy is the
+    # original's cannot be told, so trailing blanks would decide nothing but whitespace.
+    new_texts = {t.strip() for idx, t in seq if idx is None}
     out: list[str] = []
     k = 0
     while k < len(seq):
         if shown[k]:
             text = seq[k][1]
-            if seq[k][0] is not None and style == "trailing" and rng.random() < 0.5:
+            spaced = seq[k][0] is not None and style == "trailing" and rng.random() < 0.5
+            if spaced and text.strip() not in new_texts:
                 text += "  "
             out.append(text)
             k += 1
@@ -318,6 +322,7 @@ def check(case: Case) -> bool:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(min_value=0, max_value=2**32))
 @example(3871800274)  # a closing bracket next to a marker that closes the block further on
+@example(4013359274)  # a context line that ties with a new line of the same text
 def test_exact_merges_are_right(seed: int) -> None:
     check(make_case(seed))
 
