@@ -215,14 +215,35 @@ def gap_doubts(
             return [f"deletes {gi} lines between weak anchors"]
         if not any(ctx.index.keys[ia + 1 : ib]) or _modified_in_place(ctx, hunk, ja, jb, ia, ib):
             continue  # nothing but blank lines removed, or each rewritten where it stands
-        for run in (_run(pairs, n, -1), _run(pairs, n + 1, 1)):
-            if not _identified(ctx, keys, run, pinned, lo, hi):
+        runs = (_run(pairs, n, -1), _run(pairs, n + 1, 1))
+        weak = [not _identified(ctx, keys, run, pinned, lo, hi) for run in runs]
+        for k, run in enumerate(runs):
+            other = runs[1 - k]
+            if weak[k] and not (
+                _identified(ctx, keys, other, frozenset(), lo, hi)
+                and _nearest(ctx, keys, run, ia, ib, lo, hi)
+            ):
                 j, i, _ = run[0]
                 return [
                     f"the context at original line {i + 1} also occurs elsewhere: which "
                     "original lines the change replaces is a guess"
                 ]
     return []
+
+
+def _nearest(
+    ctx: Ctx, keys: Sequence[str], run: list[Pair], ia: int, ib: int, lo: int, hi: int
+) -> bool:
+    """Whether a repeated run beside a gap stands at its occurrence nearest the gap's other
+    side, where that side is identified on its own lines (no structural pin, which may follow
+    from where this run stands). An occurrence past that side would put the run after it;
+    one beyond the run would delete, unshown, more lines than the gap, the run's own copy
+    among them; one inside the gap may be the one meant, with fewer lines replaced."""
+    seq = [keys[j] for j, _, _ in run]
+    start = run[0][1]
+    if start < ib:
+        return not any(start < s and s + len(seq) <= ib for s in ctx.index.count_run(seq, lo, hi))
+    return not any(ia < s < start for s in ctx.index.count_run(seq, lo, hi))
 
 
 def _modified_in_place(ctx: Ctx, hunk: Hunk, ja: int, jb: int, ia: int, ib: int) -> bool:

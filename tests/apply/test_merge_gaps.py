@@ -1,0 +1,91 @@
+"""Changes between anchors whose context repeats: sure only where no other reading fits."""
+
+from __future__ import annotations
+
+from edge_spec.apply.merge import structural_merge
+
+TESTS = """import click
+
+
+def test_plain(capfd):
+    click.echo(text)
+    out, err = capfd.readouterr()
+    assert out == f"{text}\\n"
+
+
+def test_styled(capfd):
+    click.echo(styled)
+    out, err = capfd.readouterr()
+    assert out == f"{text}\\n"
+
+    isatty = True
+    stream = StringIO()
+    click.echo(styled, file=stream)
+    assert stream.getvalue() == f"{styled}\\n"
+    isatty = False
+"""
+
+SNIPPET = """# ... existing code ...
+    out, err = capfd.readouterr()
+    assert out == f"{text}\\n"
+
+    click.echo(styled, color=True)
+    out, err = capfd.readouterr()
+    assert out == f"{styled}\\n"
+    isatty = False
+"""
+
+
+def test_repeated_context_nearest_an_identified_side_is_sure() -> None:
+    # The leading lines end both tests; read at the first test, the change would also delete
+    # the second one, whose own copy of them the snippet shows. The trailing `isatty = False`
+    # stands once, so the replaced lines are those between them in the second test.
+    result = structural_merge(TESTS, SNIPPET, "python")
+    expected = TESTS.replace(
+        """    isatty = True
+    stream = StringIO()
+    click.echo(styled, file=stream)
+    assert stream.getvalue() == f"{styled}\\n"
+""",
+        """    click.echo(styled, color=True)
+    out, err = capfd.readouterr()
+    assert out == f"{styled}\\n"
+""",
+    )
+    assert result.exact, result.hunks
+    assert result.text == expected
+
+
+OVERLOADS = """object Sources {
+    fun from(
+        file: Path,
+        strict: Boolean = false,
+    ): Source {
+        val props = Properties()
+        load(file, props)
+        return from(props)
+    }
+
+    fun from(
+        file: File,
+        strict: Boolean = false,
+    ): Source {
+        return from(file.toPath(), strict)
+    }
+}
+"""
+
+
+def test_repeated_context_with_a_twin_past_the_change_stays_unsure() -> None:
+    # Both overloads end their signatures alike and their bodies with `}`: which body the
+    # snippet rewrites cannot be told from lines that stand at both.
+    snippet = """// ... existing code ...
+        strict: Boolean = false,
+    ): Source {
+        return load(file)
+    }
+// ... existing code ...
+"""
+    result = structural_merge(OVERLOADS, snippet, "kotlin")
+    assert not result.exact
+    assert "also occurs elsewhere" in " ".join(h.reason for h in result.hunks)
