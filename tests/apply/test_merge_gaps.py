@@ -89,3 +89,36 @@ def test_repeated_context_with_a_twin_past_the_change_stays_unsure() -> None:
     result = structural_merge(OVERLOADS, snippet, "kotlin")
     assert not result.exact
     assert "also occurs elsewhere" in " ".join(h.reason for h in result.hunks)
+
+
+def test_rename_before_a_repeated_body_stays_unsure() -> None:
+    # Renaming the first of two alike tests reads as well as deleting it and renaming the
+    # second: the body shown after the new name stands at both.
+    tests = """describe('res', function () {
+  it('should redirect', function (done) {
+    request(app).expect(302, done)
+  })
+
+  it('should encode uri1', function (done) {
+    var app = express()
+    request(app).expect(200, done)
+  })
+
+  it('should encode uri2', function (done) {
+    var app = express()
+    request(app).expect(200, done)
+  })
+})
+"""
+    snippet = """// ... existing code ...
+    request(app).expect(302, done)
+  })
+
+  it('should encode uri', function (done) {
+    var app = express()
+    request(app).expect(200, done)
+// ... existing code ...
+"""
+    result = structural_merge(tests, snippet, "javascript")
+    assert not result.exact
+    assert "also fits" in result.hunks[0].reason
