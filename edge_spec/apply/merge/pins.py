@@ -133,15 +133,20 @@ def definition_pairs(ctx: Ctx, hunk: Hunk, matches: Sequence[Match], pairs: list
         decorated = it.start < it.head
         ja, ia = (it.start, d.start) if decorated else (it.head, d.head)
         extra.append((ja, ia, not same(ctx, hunk.lines[ja], ia)))
-        whole = it.complete and (
-            it.end < nonblank[-1] or closed(ctx, hunk, it.head) or _given_whole(ctx, hunk, it, d)
-        )
-        if whole and it.end > ja:
+        if whole(ctx, hunk, it, d, nonblank) and it.end > ja:
             extra.append((it.end, d.end, not same(ctx, hunk.lines[it.end], d.end)))
             why = "whole definition replaced by name"
     if not extra or not merge_pairs(pairs, extra):
         return ""
     return why or "anchored on a definition's name"
+
+
+def whole(ctx: Ctx, hunk: Hunk, it: Definition, d: Definition, nonblank: Sequence[int]) -> bool:
+    """Whether hunk definition `it` (matched to original `d`) is given whole: complete, and
+    code follows it in the hunk, or it ends the hunk and surely ends there."""
+    return it.complete and (
+        it.end < nonblank[-1] or closed(ctx, hunk, it.head) or _given_whole(ctx, hunk, it, d)
+    )
 
 
 def closed(ctx: Ctx, hunk: Hunk, head: int) -> bool:

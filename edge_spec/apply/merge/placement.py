@@ -39,9 +39,11 @@ from edge_spec.apply.merge.pins import (
     definition_pairs,
     file_end_pairs,
     key_anchor,
+    merge_pairs,
     new_definitions,
     same,
 )
+from edge_spec.apply.merge.reorder import reordered
 from edge_spec.apply.merge.structure import viable
 
 
@@ -86,9 +88,12 @@ def place(ctx: Ctx, hunk: Hunk, env: Env) -> Placement:
         )
     keys = [norm(ln) for ln in hunk.lines]
     matches = definition_matches(ctx, hunk, env.lo, env.hi)
-    inside = confine(matches, new_definitions(ctx, hunk))
+    moved = reordered(ctx, hunk, matches)
+    inside = confine([] if moved else matches, new_definitions(ctx, hunk))
 
     def pair_ok(j: int, i: int) -> bool:
+        if moved and (moved[0] <= j <= moved[1] or moved[2] <= i <= moved[3]):
+            return False  # the reordered stretch is replaced as one block
         return (
             not keys[j] or ctx.imap.apply(indent_of(hunk.lines[j])) == ctx.index.indents[i]
         ) and inside(j, i)
@@ -102,7 +107,12 @@ def place(ctx: Ctx, hunk: Hunk, env: Env) -> Placement:
         else [(b.j + k, b.i + k, False) for b in chain.blocks for k in range(b.n)]
     )
     chained = {(j, i) for j, i, _ in pairs}
-    pinned = definition_pairs(ctx, hunk, matches, pairs)
+    if moved:
+        j0, j1, i0, i1 = moved
+        ends = [(j0, i0, True), (j1, i1, True)]
+        pinned = "whole definitions given in another order" if merge_pairs(pairs, ends) else ""
+    else:
+        pinned = definition_pairs(ctx, hunk, matches, pairs)
     if closer_pairs(ctx, hunk, env.texts, env.matched, env.lo, env.hi, pairs):
         pinned = pinned or "anchored on brackets opened by anchored lines"
     file_end_pairs(ctx, hunk, env.first, env.last, pairs, pair_ok)
