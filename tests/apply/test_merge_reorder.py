@@ -36,10 +36,8 @@ quote_code() {
 """
 
 
-def test_functions_reordered_in_shell() -> None:
-    snippet = """#!/usr/bin/env bash
-
-replace_filename() {
+# The two first functions of SHELL, given the other way round.
+SWAPPED = """replace_filename() {
   local line
   while read -r line; do
     printf "%s\\n" "${line//$SOURCE/$FILENAME}"
@@ -51,9 +49,11 @@ prefix_lines() {
     printf '# %s\\n' "$line"
   done
 }
-
-# ... existing code ...
 """
+
+
+def test_functions_reordered_in_shell() -> None:
+    snippet = f"#!/usr/bin/env bash\n\n{SWAPPED}\n# ... existing code ...\n"
     first, second = SHELL.index("prefix_lines()"), SHELL.index("replace_filename()")
     third = SHELL.index("quote_code()")
     expected = (
@@ -71,21 +71,7 @@ prefix_lines() {
 def test_reordered_functions_apart_in_the_original_are_not_one_block() -> None:
     # Code between the two functions: the snippet does not say where it goes.
     original = SHELL.replace("\nreplace_filename()", '\nexport MODE="tap"\n\nreplace_filename()')
-    snippet = """# ... existing code ...
-replace_filename() {
-  local line
-  while read -r line; do
-    printf "%s\\n" "${line//$SOURCE/$FILENAME}"
-  done
-}
-
-prefix_lines() {
-  while IFS= read -r line; do
-    printf '# %s\\n' "$line"
-  done
-}
-# ... existing code ...
-"""
+    snippet = f"# ... existing code ...\n{SWAPPED}# ... existing code ...\n"
     result = structural_merge(original, snippet, "bash")
     assert "whole definitions given in another order" not in [h.reason for h in result.hunks]
 
