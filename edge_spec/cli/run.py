@@ -128,7 +128,7 @@ def result_dict(res: Any, engine: Any, text: str) -> dict[str, Any]:
 )
 @click.option("--top-k", type=int_range(SamplingSettings, "top_k"), default=0)
 @click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=1.0)
-@click.option("--seed", type=int, default=None)
+@click.option("--seed", type=int_range(SamplingSettings, "seed"), default=None)
 @click.option(
     "--k-max", type=int_range(ControllerSettings, "k_max"), default=None, help="Longest draft."
 )

@@ -290,7 +290,7 @@ class SamplingSettings:
     temperature: float = setting(0.0, lo=0.0, hi=100.0)
     top_k: int = setting(0, lo=0)
     top_p: float = setting(1.0, lo=0.0, hi=1.0)
-    seed: int | None = setting(None)
+    seed: int | None = setting(None, lo=0)  # numpy seeds are non-negative
 
     @property
     def greedy(self) -> bool:

@@ -66,7 +66,7 @@ class GenRequest(_Base):
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
     top_k: int | None = Field(None, ge=0)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0)
     stop: str | list[str] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
@@ -133,7 +133,7 @@ class ApplyRequest(_Base):
     stream: bool = False
     max_tokens: int | None = Field(None, ge=1)
     temperature: float | None = Field(None, ge=0, le=2)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0)
     template: str | None = None
     lang: str = ""
     path: str | None = None  # the file's name: picks the structural merge's language

@@ -46,6 +46,12 @@ def test_help_lists_commands() -> None:
     assert res.exit_code == 0 and "models" in res.output and "run" in res.output
 
 
+def test_negative_seed_is_refused_before_any_model_loads() -> None:
+    res = CliRunner().invoke(main, ["run", "--prompt", "hi", "--seed", "-1"])
+    assert res.exit_code == 2
+    assert "--seed" in res.output and "Traceback" not in res.output
+
+
 def test_models_list_json() -> None:
     names = {m["name"] for m in json.loads(invoke("models", "list", "--json").stdout)}
     assert {

@@ -99,6 +99,9 @@ APPLY = st.fixed_dictionaries(
 @example(path="/v1/completions", obj={"prompt": "x", "max_tokens": 10**30})
 @example(path="/v1/chat/completions", obj={"messages": [{"role": "user", "content": "\ud800"}]})
 @example(path="/v1/apply", obj={"original": "a" * 5000, "update": "b"})
+@example(
+    path="/v1/chat/completions", obj={"messages": [{"role": "user", "content": "x"}], "seed": -1}
+)
 def test_structured_requests(client, path: str, obj: object) -> None:  # noqa: ANN001
     body = fs.body_from(obj)
     fs.check_request(client, path, body, {})
