@@ -215,11 +215,9 @@ def gap_doubts(
             return [f"deletes {gi} lines between weak anchors"]
         if not any(ctx.index.keys[ia + 1 : ib]) or _modified_in_place(ctx, hunk, ja, jb, ia, ib):
             continue  # nothing but blank lines removed, or each rewritten where it stands
-        runs = (_run(pairs, n, -1), _run(pairs, n + 1, 1))
-        weak = [not _identified(ctx, keys, run, pinned, lo, hi) for run in runs]
-        for k, run in enumerate(runs):
-            other = runs[1 - k]
-            if weak[k] and not (
+        left, right = _run(pairs, n, -1), _run(pairs, n + 1, 1)
+        for run, other in ((left, right), (right, left)):
+            if not _identified(ctx, keys, run, pinned, lo, hi) and not (
                 _identified(ctx, keys, other, frozenset(), lo, hi)
                 and _nearest(ctx, keys, run, ia, ib, lo, hi)
             ):
