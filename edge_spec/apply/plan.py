@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edge_spec.apply.clean import clean_output, lazy_lines
-from edge_spec.apply.guard.build import apply_guard, context_pairs, hunk_follows, lines_guard
+from edge_spec.apply.guard.build import apply_guard, lines_guard
+from edge_spec.apply.guard.context import context_pairs, hunk_follows
 from edge_spec.apply.merge import MergeResult, detect_language, structural_merge
 from edge_spec.apply.merge.markers import snippet_markers
 from edge_spec.apply.merge.naive import MARKER, edit_references

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from edge_spec.apply.guard.build import context_pairs, hunk_follows, indentations, lines_guard
+from edge_spec.apply.guard.build import indentations, lines_guard
+from edge_spec.apply.guard.context import context_pairs, hunk_follows
 from edge_spec.apply.guard.lineset import LineSet, VocabIndex
 from edge_spec.apply.guard.order import LineOrder, OrderState
 from edge_spec.apply.merge import detect_language, structural_merge
@@ -564,3 +565,38 @@ def test_a_sure_hunk_goes_on_only_where_it_stands() -> None:
     ]
     assert _walk(free, early)[0] and not _walk(order, early)[0]
     assert _walk(order, [ln.encode() for ln in merge.text.split("\n")]) == (True, True)
+
+
+def test_an_unsure_hunks_unique_context_goes_on_with_the_hunk() -> None:
+    # Whether `enable_metrics()` is inserted or replaces `load_plugins()` is unclear, but
+    # `configure_logging()` is the original's only copy either way: an answer that copies on past
+    # it leaves the snippet's line out, and the guard bars that.
+    original = (
+        "def setup():\n    configure_logging()\n    load_plugins()\n    return True\n\n\n"
+        "def run():\n    return 1\n"
+    )
+    update = "# ... existing code ...\n    configure_logging()\n    enable_metrics()\n# ... existing code ...\n"
+    merge = structural_merge(original, update, "python")
+    assert not merge.exact
+    aligned = context_pairs(original, update, merge)
+    assert aligned == [(1, 1)]
+    snippet = [(ln.encode(), ln.startswith("# ...")) for ln in update.split("\n")]
+    order = LineOrder([ln.encode() for ln in original.split("\n")], snippet, aligned)
+    free = LineOrder([ln.encode() for ln in original.split("\n")], snippet)
+    left_out = [ln.encode() for ln in original.split("\n")]
+    assert _walk(free, left_out)[0] and not _walk(order, left_out)[0]
+    for right in (merge.text, merge.text.replace("    load_plugins()\n", "")):
+        assert _walk(order, [ln.encode() for ln in right.split("\n")]) == (True, True)
+
+
+def test_unique_lines_in_another_order_pin_nothing() -> None:
+    # The snippet moves `load_plugins()` above `configure_logging()`: where it lands it is new
+    # code, so neither line is read as context of the unsure hunk.
+    original = "def setup():\n    configure_logging()\n    load_plugins()\n    return True\n"
+    update = (
+        "# ... existing code ...\n    load_plugins()\n    configure_logging()\n"
+        "    enable_metrics()\n# ... existing code ...\n"
+    )
+    merge = structural_merge(original, update, "python")
+    assert not merge.exact
+    assert context_pairs(original, update, merge) == []

@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from difflib import SequenceMatcher
 
 from edge_spec.apply.guard.lines import LineGuard
 from edge_spec.apply.guard.lineset import LineSet, VocabIndex
 from edge_spec.apply.guard.order import LineOrder
-from edge_spec.apply.merge import MergeResult
 
 _LEADERS = ("#", "//", "/*", "<!--", "--", ";", "%", "{/*")
 _ELLIPSIS = r"(?:\.\.\.|…)"
@@ -287,71 +285,3 @@ def _blank_run(text: str) -> int:
         run = 0 if ln.strip() else run + 1
         most = max(most, run)
     return most
-
-
-def hunk_follows(original: str, merge: MergeResult | None) -> list[tuple[int, bytes, int]]:
-    """(original line, the line a merged file writes next, the blank lines between), 0-based
-    over the LF text's lines, for the original line right before each hunk the merge placed for
-    sure (`exact`): what the merged file has after it, where that is not the original's next
-    line. Lines are compared without their indentation."""
-    if merge is None or len(merge.edits) != len(merge.hunks):
-        return []
-    olines = original.split("\n")
-    starts = {e.start for e in merge.edits}
-    out: list[tuple[int, bytes, int]] = []
-    for hunk, edit in zip(merge.hunks, merge.edits, strict=True):
-        if hunk.status != "exact":
-            continue
-        before = next((q for q in range(edit.start - 1, -1, -1) if olines[q].strip()), None)
-        if before is None:
-            continue
-        gap = edit.start - before - 1
-        after = [*edit.lines]
-        nxt = next((ln for ln in after if ln.strip()), None)
-        if nxt is None:  # a deletion: the original goes on after it, unless another edit does
-            gap += len(after)
-            rest = next((q for q in range(edit.end, len(olines)) if olines[q].strip()), None)
-            if rest is None or any(edit.end <= st <= rest for st in starts - {edit.start}):
-                continue
-            gap, nxt = gap + rest - edit.end, olines[rest]
-        else:
-            gap += after.index(nxt)
-        out.append((before, nxt.strip(" \t").encode("utf-8"), gap))
-    return out
-
-
-def context_pairs(original: str, update: str, merge: MergeResult | None) -> list[tuple[int, int]]:
-    """(original line, snippet line), 0-based over the LF texts' lines: each line a hunk the
-    merge placed for sure (`exact`) has as context, with the original line it stands on. Lines
-    are compared without their indentation; blank lines are left out."""
-    if merge is None:
-        return []
-    olines, ulines = original.split("\n"), update.split("\n")
-    out: list[tuple[int, int]] = []
-    for hunk in merge.hunks:
-        if hunk.status != "exact" or hunk.original_span is None:
-            continue
-        (a, b), (lo, hi) = hunk.snippet_span, hunk.original_span
-        mine = [ln.strip() for ln in ulines[a - 1 : b]]
-        theirs = [ln.strip() for ln in olines[lo:hi]]
-        out.extend((lo + i, a - 1 + j) for i, j in _matches(theirs, mine) if theirs[i])
-    return out
-
-
-def _matches(theirs: list[str], mine: list[str]) -> list[tuple[int, int]]:
-    """Equal lines of a placed hunk and the original span it stands on: the hunk's leading
-    and trailing context first (the placement anchors them at the span's ends; a longest-block
-    match can pair a repeated line such as `});` with the wrong one), then the middle by a
-    sequence match."""
-    head = 0
-    while head < min(len(theirs), len(mine)) and theirs[head] == mine[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(theirs), len(mine)) - head and theirs[-1 - tail] == mine[-1 - tail]:
-        tail += 1
-    pairs = [(i, i) for i in range(head)]
-    mid_t, mid_m = theirs[head : len(theirs) - tail], mine[head : len(mine) - tail]
-    for i, j, n in SequenceMatcher(None, mid_t, mid_m, autojunk=False).get_matching_blocks():
-        pairs.extend((head + i + d, head + j + d) for d in range(n))
-    pairs.extend((len(theirs) - 1 - d, len(mine) - 1 - d) for d in range(tail))
-    return pairs

@@ -25,11 +25,13 @@ repeated lines keep several readings open. A line of the answer is
   original has it at the same depth (a hunk that ends on a line of the original ends there).
 
 A copy, or a line that goes on with a hunk, keeps at least the blank lines its text has before
-it (the file's opening ones aside): a copied run keeps its spacing. The model may still write
+it (the file's opening ones aside; between two lines a placement reads as context, the fewer
+the snippet shows): a copied run keeps its spacing. The model may still write
 more, so no way on is closed; fewer, the usual slip, is the one barred.
 
-Where a sure placement of a hunk (`aligned`, from the structural merge) reads an original line
-as the hunk's context, a merged file goes on from that line with the hunk: the copy of it is
+Where a sure placement of a hunk (`aligned`, from the structural merge; for a hunk it is unsure
+of, the run at an end of the hunk that stands on a line both texts have once) reads an original
+line as the hunk's context, a merged file goes on from that line with the hunk: the copy of it is
 pinned to the snippet's next line, after the snippet's own blank lines there, and the line is
 never new code (written again as the hunk while the original's copy is still ahead); a line
 the snippet shows only as such context is never new code at all (from which the answer could
@@ -105,6 +107,12 @@ class LineOrder:
         self._end_depth: dict[bytes, int] = {}
         hunk: list[bytes] = []
         aligned = list(aligned)
+        # Two context lines the snippet shows closer than the original has them (blank lines
+        # deleted between): their copies may be as close.
+        spot = {snum[s]: onum[o] for o, s in aligned if s in snum and o in onum}
+        for i, p in spot.items():
+            if spot.get(i - 1) == p - 1:
+                self._gap[p] = min(self._gap[p], gaps[i])
         # Snippet lines a sure placement reads as context (at their own indentation: a line
         # moved into a new block is new code there).
         read = {
