@@ -17,6 +17,7 @@ from typing import Any
 
 from edge_spec.apply.check.verdict import (
     MAX_PROBLEMS,
+    answer_doubts,
     answer_problems,
     merge_of,
     merged_result,
@@ -416,6 +417,7 @@ class Engine:
         if res.stats.finish_reason != "cancelled":
             found = answer_problems(original, update, res.text, merge)
             res.suspect = (found + [p for p in res.suspect if p not in found])[:MAX_PROBLEMS]
+            res.warnings = answer_doubts(original, update, res.text, merge.language)
         return res
 
     def _choose(
@@ -457,6 +459,7 @@ class Engine:
             for c in scored
         ]
         res.suspect = answer_problems(original, update, text, merge)
+        res.warnings = answer_doubts(original, update, text, merge.language)
         return res
 
     def _regions(

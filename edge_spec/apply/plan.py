@@ -52,6 +52,9 @@ class ApplyResult:
     engine: AnsweredBy = "model"
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     suspect: list[str] = field(default_factory=list)
+    # What a model's file does that the snippet allows but does not say (it is written all
+    # the same, with these warnings).
+    warnings: list[str] = field(default_factory=list)
     language: str = ""
     # engine "region": the windows the model rewrote (1-based original lines, hunks, tokens).
     regions: list[dict[str, Any]] = field(default_factory=list)
@@ -65,6 +68,7 @@ class ApplyResult:
             "engine": self.engine,
             "verdicts": self.verdicts,
             "suspect": self.suspect,
+            "warnings": self.warnings,
             "lazy_lines": self.lazy_lines,
             "fallback": self.fallback,
             "regions": self.regions,

@@ -3,7 +3,7 @@
 `edge-spec run` writes the file unless the answer check finds it wrong (`suspect`, refused by
 default: nothing written, exit 3) or the engine raises (one line, exit 2, nothing written).
 A written file may come with a warning (the model left code out: the answer kept as is, or
-the snippet's naive merge written instead). The bench sorts each apply into one outcome:
+the snippet's naive merge written instead; or it drops a definition the snippet never names). The bench sorts each apply into one outcome:
 
 - `right`: the written file is the expected one, byte for byte;
 - `right_ws`: it differs only in trailing whitespace, blank lines or a byte order mark
@@ -71,7 +71,7 @@ def user_outcome(
         return {"outcome": None, "refused_right": None, "warned": None}
     refused = refusal is not None or bool(rec.get("suspect"))
     candidate = None if refusal is not None else rec.get("text")
-    warned = bool(rec.get("lazy_lines") or rec.get("fallback"))
+    warned = bool(rec.get("lazy_lines") or rec.get("fallback") or rec.get("warnings"))
     out = classify(candidate, expected, refused=refused, warned=warned)
     right = None
     if refused and ambiguous:

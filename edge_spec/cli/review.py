@@ -97,6 +97,12 @@ def lazy_warning(res: ApplyResult, streaming: bool, policy: str) -> int:
     return 0
 
 
+def doubt_warnings(res: ApplyResult) -> None:
+    """Say on stderr what the written file does that the snippet allows but does not say."""
+    for doubt in res.warnings:
+        click.echo(f"warning: {doubt}", err=True)
+
+
 def suspect_warning(res: ApplyResult, wrote: bool) -> int:
     """Report a model answer that failed the check; exit code 3 when there is one."""
     if not res.suspect:

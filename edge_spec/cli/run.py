@@ -17,6 +17,7 @@ from edge_spec.cli.output import emit_json, float_range, int_range, note_profile
 from edge_spec.cli.review import (
     apply_fields,
     diff_text,
+    doubt_warnings,
     engine_note,
     lazy_warning,
     print_diff,
@@ -304,5 +305,7 @@ def _apply(
             click.echo(line, err=True)
         click.echo(engine_note(res, a.apply_engine), err=True)
     exit_code = lazy_warning(res, a.streaming, a.on_lazy)
+    if not res.suspect:
+        doubt_warnings(res)
     wrote = a.streaming or (a.on_suspect == "write" and bool(a.out))
     return res, suspect_warning(res, wrote=wrote) or exit_code

@@ -11,6 +11,7 @@ from edge_spec.apply.check.shown import unshown_changes
 from edge_spec.apply.check.together import runs_apart
 from edge_spec.apply.check.twins import kept_beside
 from edge_spec.apply.check.verdict import (
+    answer_doubts,
     answer_problems,
     snippet_lines_missing,
     unplaced_changes,
@@ -485,3 +486,31 @@ end
     assert marker_gaps(original, snippet, right, "ruby") == []
     eaten = right.replace('    res = get("a")\n    env["PORT"].should.equal "80"\n', "", 1)
     assert marker_gaps(original, snippet, eaten, "ruby")
+
+
+def test_a_definition_gone_unnamed_is_a_warning_not_a_refusal() -> None:
+    # `}` then a new test: inserted after `test_save`, or `test_save` renamed and rewritten?
+    original = (
+        "class T:\n    def test_load(self):\n        assert load('a') == 1\n\n"
+        "    def test_save(self):\n        assert save('a') == 2\n\n"
+        "    def test_remove(self):\n        assert remove('a') == 3\n"
+    )
+    update = (
+        "# ... existing code ...\n        assert load('a') == 1\n\n"
+        "    def test_copy(self):\n        assert copy('a') == 4\n\n"
+        "    def test_remove(self):\n# ... existing code ...\n"
+    )
+    inserted = original.replace(
+        "    def test_remove",
+        "    def test_copy(self):\n        assert copy('a') == 4\n\n    def test_remove",
+    )
+    renamed = original.replace(
+        "test_save(self):\n        assert save('a') == 2",
+        "test_copy(self):\n        assert copy('a') == 4",
+    )
+    assert answer_doubts(original, update, inserted, "python") == []
+    (doubt,) = answer_doubts(original, update, renamed, "python")
+    assert "function test_save (original lines 5-6)" in doubt
+    # A name the snippet writes (a call, a deletion it shows) is said, and so is no grammar.
+    assert answer_doubts(original, update + "# test_save is gone\n", renamed, "python") == []
+    assert answer_doubts(original, update, renamed, "") == []

@@ -77,6 +77,9 @@ def test_user_outcome_reads_the_record_as_edge_spec_run_would() -> None:
     assert user_outcome({**held, "text": "x = 2\n"}, exp)["refused_right"] is False
     naive = {**ok, "text": "x = 2\n", "lazy_lines": [3], "fallback": "naive"}
     assert user_outcome(naive, exp)["outcome"] == "wrong_flagged"
+    doubted = {**ok, "warnings": ["the file no longer has function f"]}
+    assert user_outcome({**doubted, "text": "x = 2\n"}, exp)["outcome"] == "wrong_flagged"
+    assert user_outcome(doubted, exp) == {"outcome": "right", "refused_right": None, "warned": True}
     said_no = {"error": "UserError: hunk 1 is ambiguous", "refusal": "hunk 1 is ambiguous"}
     assert user_outcome(said_no, exp) == {
         "outcome": "refused",

@@ -21,7 +21,13 @@ from edge_spec.apply.check.together import runs_apart
 from edge_spec.apply.check.twins import kept_beside
 from edge_spec.apply.merge import MergeResult, structural_merge
 from edge_spec.apply.merge.markers import marker_shape
-from edge_spec.apply.merge.syntax import definitions, doubled_definition, error_line, parse
+from edge_spec.apply.merge.syntax import (
+    definitions,
+    doubled_definition,
+    dropped_definition,
+    error_line,
+    parse,
+)
 from edge_spec.apply.plan import ApplyResult
 from edge_spec.core.stats import Stats
 from edge_spec.errors import UserError
@@ -84,6 +90,28 @@ def answer_problems(
     if merge.exact:
         problems += _off_the_sure_merge(ans, merge.text.replace("\r\n", "\n").splitlines())
     return problems[:MAX_PROBLEMS]
+
+
+def answer_doubts(original: str, update: str, answer: str, language: str) -> list[str]:
+    """What a model's file does that the snippet allows but does not say, as warnings for a
+    file written all the same: a definition of the original gone (deleted, or replaced by the
+    snippet's code under another name) although the snippet never names it. Where a hunk's
+    context is a line such as `}`, reading it before or after a whole definition tells an
+    insertion from a rename, and no check can say which was meant."""
+    if not language:
+        return []
+    before = parse(language, original.encode("utf-8"))
+    after = parse(language, answer.encode("utf-8"))
+    if before is None or after is None or error_line(before) is not None:
+        return []
+    gone = dropped_definition(definitions(language, before), definitions(language, after), update)
+    if gone is None:
+        return []
+    return [
+        f"the file no longer has {gone.kind} {gone.name} (original lines {gone.start + 1}-"
+        f"{gone.end + 1}), which the snippet does not name: check that the edit removes or "
+        "renames it"
+    ]
 
 
 def unplaced_changes(original: str, update: str, answer: str, merge: MergeResult) -> list[str]:

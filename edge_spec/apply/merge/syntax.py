@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -239,6 +240,23 @@ def doubled_definition(
     had = Counter(key(d, before_lines) for d in before)
     has = Counter(key(d, after_lines) for d in after)
     return next(((k[2], n) for k, n in has.items() if n > 1 and n > had[k]), None)
+
+
+def dropped_definition(
+    before: Sequence[Definition], after: Sequence[Definition], named: str
+) -> Definition | None:
+    """The first definition of the original that the edited file no longer has by any kind
+    and scope, and whose name the text `named` (the snippet) never writes: deleted or renamed
+    without the snippet saying so."""
+    have = {d.name for d in after}
+    return next(
+        (
+            d
+            for d in before
+            if d.name not in have and not re.search(rf"(?<!\w){re.escape(d.name)}(?!\w)", named)
+        ),
+        None,
+    )
 
 
 def error_line(tree: Any | None) -> int | None:
