@@ -514,3 +514,94 @@ def test_a_definition_gone_unnamed_is_a_warning_not_a_refusal() -> None:
     # A name the snippet writes (a call, a deletion it shows) is said, and so is no grammar.
     assert answer_doubts(original, update + "# test_save is gone\n", renamed, "python") == []
     assert answer_doubts(original, update, renamed, "") == []
+
+
+BREAKER = """public class Breaker
+{
+    public void Reset()
+    {
+        Reset(null);
+    }
+
+    protected void Reset(Context context)
+    {
+        using (TimedLock.Lock(_lock))
+        {
+            _state = CircuitState.Closed;
+            if (priorState != CircuitState.Closed)
+            {
+                _onReset(context);
+            }
+        }
+    }
+
+    public void Trip()
+    {
+        _state = CircuitState.Open;
+    }
+
+    public abstract void OnActionFailure(Exception ex);
+}
+"""
+BREAKER_SNIPPET = """// ... existing code ...
+    public void Reset()
+    {
+        OnCircuitReset(null);
+    }
+
+    protected void ResetInternal(Context context)
+    {
+        _state = CircuitState.Closed;
+        if (priorState != CircuitState.Closed)
+        {
+            _onReset(context);
+        }
+    }
+
+    // ... existing code ...
+
+    public abstract void OnActionFailure(Exception ex);
+}
+"""
+TRIP = """
+    public void Trip()
+    {
+        _state = CircuitState.Open;
+    }
+"""
+BREAKER_MERGED = """public class Breaker
+{
+    public void Reset()
+    {
+        OnCircuitReset(null);
+    }
+
+    protected void ResetInternal(Context context)
+    {
+        _state = CircuitState.Closed;
+        if (priorState != CircuitState.Closed)
+        {
+            _onReset(context);
+        }
+    }
+
+    public void Trip()
+    {
+        _state = CircuitState.Open;
+    }
+
+    public abstract void OnActionFailure(Exception ex);
+}
+"""
+
+
+def test_a_block_moved_out_of_its_parent_is_no_context_for_the_marker() -> None:
+    # The run's tail (`_onReset(context);` and two closers) is found once in the original, one
+    # level deeper: it was taken out of the `using` block, so the `}` that follows it there (the
+    # old method's own) is no code the marker after it keeps.
+    assert marker_gaps(BREAKER, BREAKER_SNIPPET, BREAKER_MERGED, "csharp") == []
+    dropped = BREAKER_MERGED.replace(
+        "    public abstract void OnActionFailure(Exception ex);\n", ""
+    )
+    merge = structural_merge(BREAKER, BREAKER_SNIPPET, "csharp")
+    assert any("dropped" in p for p in answer_problems(BREAKER, BREAKER_SNIPPET, dropped, merge))

@@ -86,6 +86,14 @@ def _pin(
     mine = widths[-len(block) :] if tail else widths[: len(block)]
     if not _same_shape(mine, owidths[at : at + len(block)]):
         return None
+    # A re-indented snippet shifts all of a run alike; a block shifted otherwise than the
+    # run's other lines the original has once is code moved into another block, not context.
+    shift = mine[0] - owidths[at]
+    rest = range(len(keys) - len(block)) if tail else range(len(block), len(keys))
+    counts = Counter(okeys)
+    once = {k: i for i, k in enumerate(okeys) if counts[k] == 1}
+    if any(keys[j] in once and widths[j] - owidths[once[keys[j]]] != shift for j in rest):
+        return None
     return _Pin(block, at)
 
 
