@@ -516,9 +516,7 @@ def test_a_definition_gone_unnamed_is_a_warning_not_a_refusal() -> None:
     assert answer_doubts(original, update, renamed, "") == []
 
 
-BREAKER = """public class Breaker
-{
-    public void Reset()
+OLD_RESET = """    public void Reset()
     {
         Reset(null);
     }
@@ -534,17 +532,8 @@ BREAKER = """public class Breaker
             }
         }
     }
-
-    public void Trip()
-    {
-        _state = CircuitState.Open;
-    }
-
-    public abstract void OnActionFailure(Exception ex);
-}
 """
-BREAKER_SNIPPET = """// ... existing code ...
-    public void Reset()
+NEW_RESET = """    public void Reset()
     {
         OnCircuitReset(null);
     }
@@ -557,11 +546,6 @@ BREAKER_SNIPPET = """// ... existing code ...
             _onReset(context);
         }
     }
-
-    // ... existing code ...
-
-    public abstract void OnActionFailure(Exception ex);
-}
 """
 TRIP = """
     public void Trip()
@@ -569,30 +553,12 @@ TRIP = """
         _state = CircuitState.Open;
     }
 """
-BREAKER_MERGED = """public class Breaker
-{
-    public void Reset()
-    {
-        OnCircuitReset(null);
-    }
-
-    protected void ResetInternal(Context context)
-    {
-        _state = CircuitState.Closed;
-        if (priorState != CircuitState.Closed)
-        {
-            _onReset(context);
-        }
-    }
-
-    public void Trip()
-    {
-        _state = CircuitState.Open;
-    }
-
-    public abstract void OnActionFailure(Exception ex);
-}
-"""
+LAST = "\n    public abstract void OnActionFailure(Exception ex);\n}\n"
+BREAKER = "public class Breaker\n{\n" + OLD_RESET + TRIP + LAST
+BREAKER_SNIPPET = (
+    "// ... existing code ...\n" + NEW_RESET + "\n    // ... existing code ...\n" + LAST
+)
+BREAKER_MERGED = "public class Breaker\n{\n" + NEW_RESET + TRIP + LAST
 
 
 def test_a_block_moved_out_of_its_parent_is_no_context_for_the_marker() -> None:
