@@ -18,6 +18,7 @@ from edge_spec.apply.check.verdict import (
 )
 from edge_spec.apply.merge import structural_merge
 from edge_spec.apply.merge.markers import snippet_markers
+from edge_spec.apply.merge.syntax import definitions, parse
 from edge_spec.bench.modes import read_text
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
@@ -514,6 +515,45 @@ def test_a_definition_gone_unnamed_is_a_warning_not_a_refusal() -> None:
     # A name the snippet writes (a call, a deletion it shows) is said, and so is no grammar.
     assert answer_doubts(original, update + "# test_save is gone\n", renamed, "python") == []
     assert answer_doubts(original, update, renamed, "") == []
+
+
+def test_a_definition_gone_is_seen_under_conditional_code_that_does_not_parse() -> None:
+    # A C# file under `#if`, whose first test has a directive inside a call chain (an error to
+    # the grammar): the test's name still shows, and so does its loss.
+    original = (
+        "#if SETTINGS\nusing Xunit;\n\nnamespace N\n{\n    public class T\n    {\n"
+        "        [Fact]\n        public void FindsMethods()\n        {\n"
+        "            var m = Find(typeof(int)\n#if CORE\n                .GetTypeInfo()\n#endif\n"
+        "                .Assembly);\n            Assert.Equal(5, m.Count);\n        }\n\n"
+        "        [Fact]\n        public void AppliesProperties()\n        {\n"
+        "            Assert.True(Apply());\n        }\n    }\n}\n#endif\n"
+    )
+    update = (
+        "// ... existing code ...\n        }\n\n        [Fact]\n"
+        "        public void FindsEnrichers()\n        {\n            Assert.True(Enrich());\n"
+        "        }\n\n        [Fact]\n        public void AppliesProperties()\n"
+        "// ... existing code ...\n"
+    )
+    new = "        public void FindsEnrichers()\n        {\n            Assert.True(Enrich());\n"
+    start = original.index("        public void FindsMethods")
+    end = original.index("        }\n\n        [Fact]\n        public void Applies")
+    renamed = original[:start] + new + original[end:]
+    inserted = original.replace(
+        "        [Fact]\n        public void Applies",
+        new + "        }\n\n        [Fact]\n        public void Applies",
+    )
+    assert definitions("csharp", parse("csharp", original.encode()))
+    assert answer_doubts(original, update, inserted, "csharp") == []
+    (doubt,) = answer_doubts(original, update, renamed, "csharp")
+    assert "function FindsMethods" in doubt
+
+
+def test_a_header_guard_hides_no_definition() -> None:
+    header = (
+        "#ifndef A_H\n#define A_H\n\nint add(int a, int b);\n\n"
+        "static int twice(int a)\n{\n    return 2 * a;\n}\n\n#endif\n"
+    )
+    assert [d.name for d in definitions("c", parse("c", header.encode()))] == ["twice"]
 
 
 OLD_RESET = """    public void Reset()

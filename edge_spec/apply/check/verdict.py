@@ -102,7 +102,7 @@ def answer_doubts(original: str, update: str, answer: str, language: str) -> lis
         return []
     before = parse(language, original.encode("utf-8"))
     after = parse(language, answer.encode("utf-8"))
-    if before is None or after is None or error_line(before) is not None:
+    if before is None or after is None:
         return []
     gone = dropped_definition(definitions(language, before), definitions(language, after), update)
     if gone is None:

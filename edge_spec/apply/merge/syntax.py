@@ -39,6 +39,11 @@ field_declaration_list statement_block enum_body_declarations body_statement tem
 protocol_body enum_class_body""".split()
 )
 _VALUES = frozenset("arrow_function function_expression function class class_expression".split())
+# Conditional compilation around code (a C header guard, a C# file under `#if FEATURE`) does not
+# change what it defines: its definitions belong to the enclosing scope.
+_CONDITIONALS = frozenset(
+    "preproc_if preproc_ifdef preproc_elif preproc_elifdef preproc_else".split()
+)
 
 
 @dataclass(frozen=True)
@@ -190,6 +195,9 @@ def definitions_of(
     """Named definitions among the children of `root`, and class members, recursively."""
     out: list[Definition] = []
     for child in root.named_children:
+        if child.type in _CONDITIONALS:
+            out += definitions_of(child, offset, parent, depth)
+            continue
         found = _unwrap(child)
         if found is None:
             continue
