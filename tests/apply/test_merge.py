@@ -444,6 +444,58 @@ def test_whole_method_replaced_by_name_in_java_and_rust() -> None:
     assert_exact(RUST, rust, expected, "rust")
 
 
+def test_a_function_assigned_to_a_name_is_replaced_by_that_name() -> None:
+    # Lua and older JS define their API by assignment; a rename inside such a function changes
+    # most of its lines, so only its name places it.
+    lua = """local M = {}
+
+M.setup = function(opts)
+  M.opts = opts
+end
+
+M.add_to_env = function()
+  local env = getfenv(2)
+  env.a = M
+  env.a.it = M.it
+  setfenv(2, env)
+end
+
+return M
+"""
+    snippet = """-- ... existing code ...
+M.add_to_env = function()
+  local fenv = getfenv(2)
+  fenv.a = M
+  fenv.a.it = M.it
+  setfenv(2, fenv)
+end
+-- ... existing code ...
+"""
+    start, end = lua.index("M.add_to_env"), lua.index("\n\nreturn M")
+    expected = lua[:start] + snippet.split("\n", 1)[1].rsplit("end\n", 1)[0] + "end" + lua[end:]
+    result = assert_exact(lua, snippet, expected, "lua")
+    assert result.hunks[0].reason == "whole definition replaced by name"
+    js = """Router.prototype.route = function route(path) {
+  var r = new Route(path);
+  this.stack.push(r);
+  return r;
+};
+"""
+    original = (
+        "var Router = module.exports = {};\n\n"
+        + js
+        + "\nRouter.prototype.use = function use(fn) {\n  this.stack.push(fn);\n};\n"
+    )
+    renamed = (
+        js.replace("var r", "var found")
+        .replace("push(r)", "push(found)")
+        .replace("return r;", "return found;")
+    )
+    assert_exact(
+        original, "// ...\n" + renamed + "// ...\n", original.replace(js, renamed), "javascript"
+    )
+
+
 def test_marker_inside_a_block() -> None:
     snippet = """func (c *Cache) Get(key string) (string, error) {
 \t// ... existing code ...

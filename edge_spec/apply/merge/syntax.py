@@ -133,6 +133,10 @@ def _name(node: Any) -> str | None:
     if node.type == "type_declaration":
         spec = next((c for c in node.named_children if c.type in ("type_spec", "type_alias")), None)
         return None if spec is None else _name(spec)
+    if node.type == "assignment_expression":
+        return _text(node.child_by_field_name("left"))
+    if node.type == "assignment_statement":
+        return _text(node.named_children[0])
     named = node.child_by_field_name("name")
     if named is None:
         decl = node.child_by_field_name("declarator")
@@ -162,8 +166,12 @@ def _unwrap(node: Any) -> tuple[Any, str] | None:
             return None
         found = _unwrap(inner)
         return None if found is None else found
+    if inner.type == "variable_declaration" and inner.named_child_count == 1:
+        inner = inner.named_children[0]  # Lua: `local f = function ... end`
     if inner.type == "expression_statement" and inner.named_child_count == 1:
         inner = inner.named_children[0]  # an unclosed JS function parses as an expression
+        if inner.type == "assignment_expression":
+            return _assigned(inner)
         if (
             inner.type not in ("function_expression", "class")
             or inner.child_by_field_name("name") is None
@@ -174,12 +182,27 @@ def _unwrap(node: Any) -> tuple[Any, str] | None:
         return inner, "function"
     if inner.type in _CLASSES:
         return inner, "class"
+    if inner.type == "assignment_statement":
+        return _assigned(inner)
     if inner.type in ("lexical_declaration", "variable_declaration"):
         decls = [c for c in inner.named_children if c.type == "variable_declarator"]
         value = decls[0].child_by_field_name("value") if len(decls) == 1 else None
         if value is not None and value.type in _VALUES:
             return decls[0], "function"
     return None
+
+
+def _assigned(node: Any) -> tuple[Any, str] | None:
+    """A function assigned to a name (`exports.send = function ...` in JS, `M.run = function
+    ... end` in Lua): a definition by that name, the way such code defines its API."""
+    if node.type == "assignment_expression":
+        value = node.child_by_field_name("right")
+    else:
+        sides = [c.named_children for c in node.named_children]
+        value = sides[1][0] if len(sides) == 2 and all(len(x) == 1 for x in sides) else None
+    if value is None or value.type not in _VALUES | {"function_definition"}:
+        return None
+    return node, "class" if value.type.startswith("class") else "function"
 
 
 def _body(node: Any) -> Any | None:
