@@ -41,7 +41,7 @@ def readings(
     h = merge.hunks[hunk]
     own = merge.edits[hunk]
     alts = sorted(
-        alternative_edits(merge, hunk, len(olines), reach),
+        alternative_edits(merge, hunk, olines, reach),
         key=lambda e: abs(e.start - own.start) + abs(e.end - own.end),
     )
     if doubts_where(h.reason):

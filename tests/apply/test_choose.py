@@ -149,10 +149,36 @@ def test_the_readings_the_check_allows_include_the_insertion_and_the_replacement
 
 def test_the_winner_is_the_best_scored_and_the_margin_its_lead() -> None:
     merge = structural_merge(ORIG, SNIPPET, "python", "x.py")
-    alts = alternative_edits(merge, 0, len(ORIG.splitlines()), 2)
+    alts = alternative_edits(merge, 0, ORIG.splitlines(), 2)
     assert alts[0] == merge.edits[0]  # the merge's own placement comes first
     c = HunkChoice(0, tuple(alts[:3]), (-5.0, -1.0, -4.0))
     assert c.winner == alts[1] and c.margin == pytest.approx(3.0)
+
+
+def test_a_paragraph_rewritten_under_weak_context_is_read_as_replaced() -> None:
+    # The merge takes the weak lines above the new paragraph for new lines and inserts it
+    # all before the context below; keeping them and replacing the old paragraph moves the
+    # span's start over them and four more lines: a short move.
+    original = (
+        "# Guide\n\n```rust\nfn main() {\n    run();\n}\n```\n\n"
+        "Old words on how the tool\nprints its traces, over\nfour lines of the\nold text:\n\n"
+        "- set `TRACE=1`;\n- or not.\n\n```rust\nfn other() {\n}\n```\n"
+    )
+    snippet = (
+        "<!-- ... existing code ... -->\n}\n```\n\nNew words on how the tool prints\n"
+        "its traces, now over five\nlines, since the text\nhas grown a\nlittle:\n\n"
+        "- set `TRACE=1`;\n<!-- ... existing code ... -->\n"
+    )
+    old = "Old words on how the tool\nprints its traces, over\nfour lines of the\nold text:\n"
+    new = snippet.split("```\n\n", 1)[1].split("\n\n- set", 1)[0] + "\n"
+    expected = original.replace(old, new)
+    merge = structural_merge(original, snippet, "markdown", "GUIDE.md")
+    lines = original.splitlines()
+    texts = {
+        chosen_text(original, merge, [HunkChoice(0, (e,))])
+        for e in alternative_edits(merge, 0, lines, ApplySettings().choose_reach)
+    }
+    assert expected in texts
 
 
 @pytest.mark.real

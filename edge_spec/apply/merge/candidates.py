@@ -4,7 +4,8 @@ Most of the merge's doubts are about where a hunk's span ends, not where it is: 
 or a replacement at an edge next to a marker, more or fewer original lines replaced, lines at
 an unmarked snippet end deleted or kept. Those readings differ only in the span's two ends, so
 moving each end by up to `reach` lines (never past a neighbour's span) lists them, with the
-merge's own placement first. Which of them the snippet allows is for the answer check to say,
+merge's own placement first; a move over original lines that repeat the hunk's own edge lines
+counts only the lines beyond them. Which of them the snippet allows is for the answer check to say,
 and which is meant for the model. Where the doubt is where the hunk stands (its context occurs
 at several places), the same lines at each other place its leading and trailing context fit
 are readings too (`relocated_edits`).
@@ -30,16 +31,35 @@ _WHERE = (
 _STRETCH = 3
 
 
-def alternative_edits(merge: MergeResult, hunk: int, n_lines: int, reach: int) -> list[Edit]:
+def alternative_edits(
+    merge: MergeResult, hunk: int, olines: Sequence[str], reach: int
+) -> list[Edit]:
     """Hunk `hunk`'s edit and the same lines in place of spans with ends moved by up to
-    `reach` lines, inside the gap its neighbours leave (`n_lines`: the original's length)."""
+    `reach` lines, inside the gap its neighbours leave. An end moved over original lines that
+    the hunk's own edge lines repeat moves by the rest only: where the merge took the hunk's
+    leading context for new lines, the span that keeps that context and replaces what follows
+    is a short move, however long the context."""
     edits = merge.edits
     own = edits[hunk]
     lo = edits[hunk - 1].end if hunk > 0 else 0
-    hi = edits[hunk + 1].start if hunk + 1 < len(edits) else n_lines
+    hi = edits[hunk + 1].start if hunk + 1 < len(edits) else len(olines)
+    keys = [norm(ln) for ln in olines]
+    mine = [norm(ln) for ln in own.lines]
+    starts = set(range(max(lo, own.start - reach), min(own.start + reach, own.end, hi) + 1))
+    starts |= {
+        s
+        for s in range(lo, own.start - reach)
+        if own.start - s - _common(mine, keys[s : own.start]) <= reach
+    }
+    ends = set(range(own.end - reach, own.end + reach + 1))
+    ends |= {
+        e
+        for e in range(own.end + reach + 1, hi + 1)
+        if e - own.end - _common(mine[::-1], keys[own.end : e][::-1]) <= reach
+    }
     out = [own]
-    for start in range(max(lo, own.start - reach), min(own.start + reach, own.end, hi) + 1):
-        for end in range(max(start, own.end - reach), min(hi, own.end + reach) + 1):
+    for start in sorted(starts):
+        for end in sorted(e for e in ends if max(start, lo) <= e <= hi):
             if (start, end) != (own.start, own.end):
                 out.append(Edit(start, end, own.lines))
     return out
