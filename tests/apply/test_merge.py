@@ -496,6 +496,41 @@ end
     )
 
 
+def test_a_new_function_after_a_repeated_last_line_is_sure() -> None:
+    # `assert result == expect` ends two tests; reading the snippet's copy at the first one
+    # deletes a whole test the snippet never names, which a lazy snippet does not do.
+    original = """import os
+
+
+def test_one(tmp):
+    result = run(tmp, 1)
+    assert result == expect
+
+
+def test_two(tmp):
+    result = run(tmp, 2)
+    assert result.code == 0
+    assert result == expect
+
+
+def _helper():
+    return os.sep
+"""
+    new = """def test_three(tmp):
+    result = run(tmp, 3)
+    assert result.code == 1
+"""
+    snippet = (
+        "# ... existing code ...\n    assert result == expect\n\n\n" + new + "\n\ndef _helper():\n"
+        "# ... existing code ...\n"
+    )
+    expected = original.replace("\n\n\ndef _helper", "\n\n\n" + new + "\n\ndef _helper")
+    assert_exact(original, snippet, expected, "python")
+    # Naming test_two (a call in the new test) makes its deletion a reading again.
+    named = snippet.replace("run(tmp, 3)", "test_two(tmp)")
+    assert_not_exact(original, named, "python")
+
+
 def test_marker_inside_a_block() -> None:
     snippet = """func (c *Cache) Get(key string) (string, error) {
 \t// ... existing code ...

@@ -3,6 +3,7 @@ snippet's style (`Ctx`), a settled edge (`Edge`), and the helpers both edge read
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -32,6 +33,10 @@ class Ctx:
     # The snippet indents some lines with tabs and others with the file's spaces, exactly:
     # no editor converted it, so its tabs are the edit's (a commit that re-indents lines).
     literal: bool = False
+    snippet: str = ""  # the snippet's text, for the names it writes
+
+    def names_in_snippet(self, name: str) -> bool:
+        return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", self.snippet) is not None
 
     def mapped(self, lines: Sequence[str]) -> list[str]:
         return [self.imap.line(ln) for ln in lines]

@@ -144,9 +144,23 @@ def _outer_doubts(
             span = (lo, nb.i + t) if first else (nb.i + nb.n - t, hi)
             here = b.i if first else b.i + b.n - t
             for a in index.count_run(run, max(0, span[0]), span[1]):
-                if a != here and _viable_at(ctx, hunk, keys, b, nb, first, t, a):
+                gone = (a + t, here + t) if first else (here, a)
+                if (
+                    a != here
+                    and _viable_at(ctx, hunk, keys, b, nb, first, t, a)
+                    and not _drops_unnamed(ctx, *gone)
+                ):
                     return [f"outer context also fits at original line {a + 1}"]
     return []
+
+
+def _drops_unnamed(ctx: Ctx, a: int, b: int) -> bool:
+    """Whether original lines [a, b) hold a whole definition the snippet never names: a
+    reading that deletes it without a word is no reading of a lazy snippet."""
+    return any(
+        a <= d.start and d.end < b and d.complete and not ctx.names_in_snippet(d.name)
+        for d in ctx.defs
+    )
 
 
 def _viable_at(

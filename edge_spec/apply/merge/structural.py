@@ -170,6 +170,7 @@ def structural_merge(
         defs,
         {(d.kind, d.name) for d in defs},
         keep_trailing=any(ln != ln.rstrip() for ln in olines) or not _pasted(snippet, eol),
+        snippet=snippet,
     )
     chosen = pick_ordered([_candidates(h, index) for h in hunks])
     ctx.imap = learn_indent(_indent_pairs(hunks, chosen, index) + _definition_indents(ctx, hunks))
