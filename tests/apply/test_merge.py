@@ -526,9 +526,11 @@ def _helper():
     )
     expected = original.replace("\n\n\ndef _helper", "\n\n\n" + new + "\n\ndef _helper")
     assert_exact(original, snippet, expected, "python")
-    # Naming test_two (a call in the new test) makes its deletion a reading again.
-    named = snippet.replace("run(tmp, 3)", "test_two(tmp)")
+    # Naming test_two other than in a call makes its deletion a reading again.
+    named = snippet.replace("result.code == 1", "result.code == 1  # replaces test_two")
     assert_not_exact(original, named, "python")
+    called = snippet.replace("run(tmp, 3)", "test_two(tmp)")
+    assert_exact(original, called, expected.replace("run(tmp, 3)", "test_two(tmp)"), "python")
 
 
 def test_marker_inside_a_block() -> None:

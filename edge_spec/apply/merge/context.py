@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from edge_spec.apply.merge.anchors import LineIndex
+from edge_spec.apply.merge.anchors import LineIndex, norm
 from edge_spec.apply.merge.structure import Brackets, IndentMap, restyle, width
 from edge_spec.apply.merge.syntax import Definition
 
@@ -33,10 +33,17 @@ class Ctx:
     # The snippet indents some lines with tabs and others with the file's spaces, exactly:
     # no editor converted it, so its tabs are the edit's (a commit that re-indents lines).
     literal: bool = False
-    snippet: str = ""  # the snippet's text, for the names it writes
+    snippet: str = ""  # the snippet's text, for the definitions it speaks of
 
-    def names_in_snippet(self, name: str) -> bool:
-        return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", self.snippet) is not None
+    def speaks_of(self, d: Definition) -> bool:
+        """Whether the snippet shows definition `d`'s opening line or names it other than in
+        a call (a comment, a reference): a reading that deletes `d` may then be meant. A call
+        says the definition is still there."""
+        head = norm(self.index.lines[d.head])
+        if any(norm(ln) == head for ln in self.snippet.splitlines()):
+            return True
+        short = re.escape(d.name.rsplit(".", 1)[-1])
+        return re.search(rf"(?<!\w){short}(?!\w)(?!\s*\()", self.snippet) is not None
 
     def mapped(self, lines: Sequence[str]) -> list[str]:
         return [self.imap.line(ln) for ln in lines]

@@ -16,6 +16,7 @@ from edge_spec.apply.merge.context import Ctx
 from edge_spec.apply.merge.markers import Hunk
 from edge_spec.apply.merge.pins import Pair
 from edge_spec.apply.merge.structure import statement_key, viable
+from edge_spec.apply.merge.syntax import hunk_definitions
 
 _MAX_DELETION = 50
 _BLANK_REACH = 8
@@ -144,38 +145,63 @@ def _outer_doubts(
             span = (lo, nb.i + t) if first else (nb.i + nb.n - t, hi)
             here = b.i if first else b.i + b.n - t
             for a in index.count_run(run, max(0, span[0]), span[1]):
-                gone = (a + t, here + t) if first else (here, a)
-                if (
-                    a != here
-                    and _viable_at(ctx, hunk, keys, b, nb, first, t, a)
-                    and not _drops_unnamed(ctx, *gone)
-                ):
+                if a == here or not _viable_at(ctx, hunk, keys, b, nb, first, t, a):
+                    continue
+                # The lines this placement replaces and the merge's keeps: as many as it
+                # moves the block, from where its context stops running on.
+                i = _run_on(ctx, keys, b, nb, first, t, a)[1]
+                gone = (i, i + here - a) if first else (i - a + here, i)
+                if not (_adds_definitions(ctx, hunk, b, nb, first) and _drops_unnamed(ctx, *gone)):
                     return [f"outer context also fits at original line {a + 1}"]
     return []
 
 
+def _adds_definitions(ctx: Ctx, hunk: Hunk, b: Block, nb: Block, first: bool) -> bool:
+    """Whether, past a marker, the merge reads block `b` and its neighbour as shown neighbours
+    with only whole new definitions between them: the shape of a new definition placed
+    between two. Without a marker the snippet is a literal excerpt, and where lines change
+    between the blocks, the change may as well be read further off with code deleted."""
+    marked = hunk.marker_before if first else hunk.marker_after
+    if not marked or (nb.i != b.i + b.n if first else b.i != nb.i + nb.n):
+        return False
+    new = hunk.lines[b.j + b.n : nb.j] if first else hunk.lines[nb.j + nb.n : b.j]
+    items = hunk_definitions(ctx.language, new) if any(ln.strip() for ln in new) else None
+    return bool(items) and all(d.kind != "other" and d.complete for d in items or ())
+
+
 def _drops_unnamed(ctx: Ctx, a: int, b: int) -> bool:
-    """Whether original lines [a, b) hold a whole definition the snippet never names: a
-    reading that deletes it without a word is no reading of a lazy snippet."""
-    return any(
-        a <= d.start and d.end < b and d.complete and not ctx.names_in_snippet(d.name)
-        for d in ctx.defs
-    )
+    """Whether original lines [a, b) hold a whole definition the snippet does not speak of
+    (`Ctx.speaks_of`): a reading that deletes it without a word is no reading of a lazy
+    snippet."""
+    return any(a <= d.start and d.end < b and d.complete and not ctx.speaks_of(d) for d in ctx.defs)
+
+
+def _run_on(
+    ctx: Ctx, keys: Sequence[str], b: Block, nb: Block, first: bool, t: int, a: int
+) -> tuple[int, int]:
+    """Snippet and original positions where the outer `t` lines of block `b`, placed at
+    original line `a`, stop matching on their way to the neighbour block (they may run on
+    over lines changed here)."""
+    okeys = ctx.index.keys
+    if first:
+        j, i = b.j + t, a + t
+        while j < nb.j and i < nb.i and keys[j] == okeys[i]:
+            j, i = j + 1, i + 1
+        return j, i
+    j, i = b.j + b.n - t, a
+    while j > nb.j + nb.n and i > nb.i + nb.n and keys[j - 1] == okeys[i - 1]:
+        j, i = j - 1, i - 1
+    return j, i
 
 
 def _viable_at(
     ctx: Ctx, hunk: Hunk, keys: Sequence[str], b: Block, nb: Block, first: bool, t: int, a: int
 ) -> bool:
     """Whether the outer `t` lines of block `b`, placed at original line `a`, leave a viable edit
-    between them and the neighbour block (they may run on over lines changed here)."""
+    between them and the neighbour block."""
+    j, i = _run_on(ctx, keys, b, nb, first, t, a)
     if first:
-        j, i = b.j + t, a + t
-        while j < nb.j and i < nb.i and keys[j] == ctx.index.keys[i]:
-            j, i = j + 1, i + 1
         return viable(ctx.mapped(hunk.lines[j : nb.j]), ctx.index.lines[i : nb.i], ctx.brackets)
-    j, i = b.j + b.n - t, a
-    while j > nb.j + nb.n and i > nb.i + nb.n and keys[j - 1] == ctx.index.keys[i - 1]:
-        j, i = j - 1, i - 1
     return viable(
         ctx.mapped(hunk.lines[nb.j + nb.n : j]), ctx.index.lines[nb.i + nb.n : i], ctx.brackets
     )
