@@ -97,8 +97,11 @@ def lazy_warning(res: ApplyResult, streaming: bool, policy: str) -> int:
     return 0
 
 
-def doubt_warnings(res: ApplyResult) -> None:
-    """Say on stderr what the written file does that the snippet allows but does not say."""
+def doubt_warnings(res: ApplyResult, wrote: bool) -> None:
+    """Say on stderr what the file does that the snippet allows but does not say, wherever the
+    file reaches the user: passed by the check, streamed, or written with `--on-suspect write`."""
+    if res.suspect and not wrote:
+        return
     for doubt in res.warnings:
         click.echo(f"warning: {doubt}", err=True)
 

@@ -305,7 +305,6 @@ def _apply(
             click.echo(line, err=True)
         click.echo(engine_note(res, a.apply_engine), err=True)
     exit_code = lazy_warning(res, a.streaming, a.on_lazy)
-    if not res.suspect:
-        doubt_warnings(res)
     wrote = a.streaming or (a.on_suspect == "write" and bool(a.out))
+    doubt_warnings(res, wrote)
     return res, suspect_warning(res, wrote=wrote) or exit_code

@@ -24,8 +24,11 @@ import pytest
 from click.testing import CliRunner
 from conftest import load_fuzz
 
+from edge_spec.apply.plan import ApplyResult
 from edge_spec.cli.main import main
+from edge_spec.cli.review import doubt_warnings
 from edge_spec.core.chat import CHATML, render
+from edge_spec.core.stats import Stats
 from edge_spec.errors import UserError
 
 TIME_LIMIT_S = 20.0
@@ -557,3 +560,16 @@ def test_out_on_a_virtual_file_system_fails_before_any_model(tmp_path: Path) -> 
     if not Path("/proc/self").is_dir():
         pytest.skip("no /proc here")
     _out_error(tmp_path, Path("/proc/self/edge-spec-out.py"))
+
+
+def test_a_written_file_carries_its_warnings(capsys: pytest.CaptureFixture[str]) -> None:
+    # With `--on-suspect write` (or a streamed answer) a refused file still reaches the user:
+    # what it does that the snippet does not say is told then too, and only then.
+    res = ApplyResult("x\n", "x\n", Stats(), "", suspect=["a finding"], warnings=["a doubt"])
+    doubt_warnings(res, wrote=False)
+    assert capsys.readouterr().err == ""
+    doubt_warnings(res, wrote=True)
+    assert capsys.readouterr().err == "warning: a doubt\n"
+    res.suspect = []
+    doubt_warnings(res, wrote=False)
+    assert capsys.readouterr().err == "warning: a doubt\n"

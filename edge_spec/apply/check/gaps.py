@@ -16,7 +16,7 @@ look-alike tests.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from edge_spec.apply.merge.anchors import LineIndex, is_distinctive, norm
@@ -63,10 +63,15 @@ class _Pin:
 
 
 def _pin(
-    run: tuple[list[str], list[int]], okeys: Sequence[str], owidths: Sequence[int], tail: bool
+    run: tuple[list[str], list[int]],
+    okeys: Sequence[str],
+    owidths: Sequence[int],
+    once: Mapping[str, int],
+    tail: bool,
 ) -> _Pin | None:
     """The longest block at the run's marker side found in the original, when it is at one
-    place only, indented as there, and holds an identifying line."""
+    place only, indented as there, and holds an identifying line (`once`: where each line the
+    original has once stands)."""
     keys, widths = run
     best: tuple[tuple[str, ...], list[int]] | None = None
     for t in range(1, len(keys) + 1):
@@ -90,8 +95,6 @@ def _pin(
     # run's other lines the original has once is code moved into another block, not context.
     shift = mine[0] - owidths[at]
     rest = range(len(keys) - len(block)) if tail else range(len(block), len(keys))
-    counts = Counter(okeys)
-    once = {k: i for i, k in enumerate(okeys) if counts[k] == 1}
     if any(keys[j] in once and widths[j] - owidths[once[keys[j]]] != shift for j in rest):
         return None
     return _Pin(block, at)
@@ -203,14 +206,16 @@ def marker_gaps(original: str, snippet: str, answer: str, language: str) -> list
     akeys = _keys(answer.replace("\r\n", "\n").split("\n"))
     runs = _runs(olines, snippet.replace("\r\n", "\n").split("\n"), language)
     shown = {k for r in runs if r is not None for k in r[0]}
+    counts = Counter(okeys)
+    once = {k: i for i, k in enumerate(okeys) if counts[k] == 1}
     out: list[str] = []
     for k, run in enumerate(runs):
         if run is not None:
             continue
         before = runs[k - 1] if k > 0 else None
         after = runs[k + 1] if k + 1 < len(runs) else None
-        left = _pin(before, okeys, owidths, tail=True) if before else None
-        right = _pin(after, okeys, owidths, tail=False) if after else None
+        left = _pin(before, okeys, owidths, once, tail=True) if before else None
+        right = _pin(after, okeys, owidths, once, tail=False) if after else None
         both = left is not None and right is not None and right.at >= left.at + len(left.block)
         if left is not None:
             end = right.at if both and right else (len(okeys) if after is None else None)
