@@ -10,9 +10,10 @@ everywhere. A *chain* is an ordered set of blocks, scored by the weight of the m
 (rare lines weigh more) minus the cost of the gaps between blocks. A gap costs little for
 snippet lines that have no original counterpart (new code), and grows with the logarithm of the
 original lines it would remove: a far-away coincidental match is not worth skipping hundreds of
-lines, a three-line context block after a deleted function is. A gap that would replace a line
-found once in the original and once in the hunk, elsewhere in the hunk, costs extra (as in
-patience diff, such lines are the surest anchors).
+lines, a three-line context block after a deleted function is. Lines found once in the original
+and once in the hunk are the surest anchors (as in patience diff): among the hunk's outer lines
+they weigh more in a block, and a gap that would replace one that the hunk shows elsewhere
+costs extra.
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ async with as import from package use mod static void int bool string str err er
 )
 _MAX_SEED_OCCURRENCES = 64
 _MAX_BLOCKS = 400
+# What a line found once in the original and once in the hunk adds to its block's weight: a
+# block of lines that each recur a few times (doc comments, parameter lists, sorted table
+# entries) must not outweigh the surest anchors.
+_ANCHOR_BONUS = 1.0
+# How many code lines at each end of a hunk may take that weight: a hunk joins the file at its
+# outer context, while a line inside it that the original has elsewhere may be moved code.
+_EDGE = 2
 PairOk = Callable[[int, int], bool]
 
 
@@ -156,6 +164,9 @@ def find_blocks(
 
     seen: set[tuple[int, int]] = set()
     blocks: list[Block] = []
+    code = [j for j, k in enumerate(hkeys) if k]
+    edges = set(code[:_EDGE] + code[-_EDGE:])
+    anchors = {j for _, j in anchor_lines(hkeys, index) if j in edges}
     for j, key in enumerate(hkeys):
         if not key or index.trivial(key) or len(index.pos.get(key, ())) > _MAX_SEED_OCCURRENCES:
             continue
@@ -171,7 +182,9 @@ def find_blocks(
             n = 0
             while j0 + n < m and i0 + n < hi and same(j0 + n, i0 + n):
                 n += 1
-            w = sum(index.weight(hkeys[j0 + k]) for k in range(n))
+            w = sum(
+                index.weight(hkeys[j0 + k]) + _ANCHOR_BONUS * (j0 + k in anchors) for k in range(n)
+            )
             blocks.append(Block(j0, i0, n, w))
     if len(blocks) > _MAX_BLOCKS:
         blocks = sorted(blocks, key=lambda b: -b.w)[:_MAX_BLOCKS]
