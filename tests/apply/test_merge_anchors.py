@@ -37,8 +37,8 @@ def test_a_line_once_in_each_text_weighs_more_than_one_the_hunk_repeats() -> Non
     [
         # An install script rewritten between context lines once in each text.
         ("code_apply_mined.jsonl", "bats-core-a807025-0"),
-        # A new test after the last one: the line above it is once in each text, while the new
-        # test's own lines recur in an older test further up.
+        # A new test after the last one: the line above it is once in each text, while a line
+        # inside the new test (`class G : OptionGroup() {`) stands in an older test further up.
         ("code_apply_mined2.jsonl", "clikt-8557034-0"),
     ],
 )
