@@ -19,7 +19,9 @@ The edge is settled, in this order, and trusted only where the reading cannot be
    start: inserted;
 6. closers of the enclosing blocks after the new lines (`frame`): the new lines replace what
    the original has before those closers, where they read as its rewrite;
-7. otherwise the best guess (replace a similar line, else insert) is kept but not trusted.
+7. otherwise the best guess (replace a similar line, else insert) is kept but not trusted,
+   unless that similar line is next to the context and the edge's other lines re-show the
+   lines after it (closers) in a way no insertion could (`_rewrite`).
 
 Blank lines at the marker end of an edge become the original's blank lines there when it has
 them (`blank_run`), so a new function keeps the file's spacing on both sides.
@@ -142,7 +144,7 @@ def resolve(
             False,
             f"changed lines next to a marker may replace more or fewer than {take} original lines",
         )
-    return _guess(ctx, core, boundary, avail, tail)
+    return _guess(ctx, core, boundary, avail, tail, blanks)
 
 
 def _header(ctx: Ctx, core: list[str], boundary: int, tail: bool) -> bool:
@@ -195,7 +197,7 @@ def _seen_nearby(ctx: Ctx, core: list[str], boundary: int, limit: int, tail: boo
     )
 
 
-def _guess(ctx: Ctx, core: list[str], boundary: int, avail: int, tail: bool) -> Edge:
+def _guess(ctx: Ctx, core: list[str], boundary: int, avail: int, tail: bool, blanks: int) -> Edge:
     near = (
         ctx.index.next_nonblank(boundary - 1, 1) if tail else ctx.index.next_nonblank(boundary, -1)
     )
@@ -205,5 +207,48 @@ def _guess(ctx: Ctx, core: list[str], boundary: int, avail: int, tail: bool) -> 
         ratio = SequenceMatcher(None, norm(edge), ctx.index.keys[near]).ratio()
         if ratio >= 0.6:
             take = (near - boundary + 1) if tail else (boundary - near)
-            return Edge(take, False, f"changed line may replace original line {near + 1}")
+            shown = _shown_beyond(ctx, core, near, tail)
+            if take == 1 and shown and _rewrite(ctx, core, boundary, near, avail, tail):
+                take += shown
+                return Edge(take + blank_run(ctx, boundary, take, blanks, avail, tail), True, "")
+            return Edge(take + shown, False, f"changed line may replace original line {near + 1}")
     return Edge(0, False, reason)
+
+
+def _shown_beyond(ctx: Ctx, core: list[str], near: int, tail: bool) -> int:
+    """How many original lines past `near` (away from the context) the edge's other lines show
+    as they are: a changed line and the closers after it (`end`, `}`) re-shown."""
+    rest = [norm(ln) for ln in (core[1:] if tail else core[:-1])]
+    if not rest:
+        return 0
+    keys = ctx.index.keys
+    seen = keys[near + 1 : near + 1 + len(rest)] if tail else keys[max(0, near - len(rest)) : near]
+    return len(rest) if seen == rest else 0
+
+
+def _rewrite(ctx: Ctx, core: list[str], boundary: int, near: int, avail: int, tail: bool) -> bool:
+    """Whether the edge's changed line, right next to the context and as deep as the original
+    line there, surely rewrites that line, the rest of the edge re-showing the lines after it.
+
+    Sure only where the edge cannot be new code put before that line: it does not balance on
+    its own, or (before a marker) it ends shallower than the changed line, on a line that opens
+    no block, so the pushed-down original line could not follow it. A guard that balances
+    (`if err != nil { return }` above `if x == nil { return }`) stays unsure."""
+    mapped = ctx.mapped(core)
+    edge = mapped[0] if tail else mapped[-1]
+    lines, indents = ctx.index.lines, ctx.index.indents
+    far = boundary + avail if tail else boundary - avail
+    if indent(edge) != indent(lines[near]) or _seen_nearby(
+        ctx, core, near + 1 if tail else near, far, tail
+    ):
+        return False
+    if not viable(mapped, region(ctx, boundary, len(core), tail), ctx.brackets):
+        return False
+    if not viable(mapped, [], ctx.brackets):
+        return True
+    last = near + len(core) - 1
+    if not tail or last >= len(lines):
+        return False
+    after = ctx.index.next_nonblank(last, 1)
+    opens = after is not None and width(indents[after]) > width(indents[last])
+    return not opens and width(indents[last]) < width(indents[near])

@@ -363,21 +363,25 @@ def file_end_pairs(
             j, i = j - 1, i - 1
         if pairs and extra and (extra[-1][1] - pairs[-1][1]) > (extra[-1][0] - pairs[-1][0]) + 2:
             extra = []
+    head: list[Pair] = []
     if first and not hunk.marker_before:
         j, i = 0, 0
         while j < len(hunk.lines) and not hunk.lines[j].strip():
             j += 1
         while i < len(index) and not index.keys[i]:
             i += 1
-        head: list[Pair] = []
         while j < len(hunk.lines) and i < len(index) and same(ctx, hunk.lines[j], i) and ok(j, i):
             head.append((j, i, False))
             j, i = j + 1, i + 1
         if pairs and head and (pairs[0][1] - head[-1][1]) > (pairs[0][0] - head[-1][0]) + 2:
             head = []
         extra += head
-    if not any(not ctx.index.trivial(ctx.index.keys[i]) for _, i, _ in extra):
-        return False  # `return None` / `}` at both ends is no evidence
+    if not any(not ctx.index.trivial(ctx.index.keys[i]) for _, i, _ in extra) and not (
+        extra and not head and pairs and extra[-1][1] - pairs[-1][1] <= extra[-1][0] - pairs[-1][0]
+    ):
+        # `return None` / `}` at both ends is no evidence; at the end alone, after the hunk's
+        # context, it is where no more original lines go than the snippet puts in their place.
+        return False
     return merge_pairs(pairs, extra)
 
 
