@@ -20,6 +20,9 @@ write, each derived from the task with a seeded generator:
   edit, where its marker stands (everything between the imports and a new function, say);
 - `left-out`: one changed line of the snippet missing from the answer.
 
+A task marked `ambiguous` (its snippet does not say where its code goes) counts its expected
+file apart, as `ambiguous`: there a flag is the honest answer, not a false alarm.
+
 Reports per kind how many answers the check flags. Answers equal to the expected file after a
 kind's change (a no-op change) are skipped.
 """
@@ -135,7 +138,11 @@ def evaluate(tasks: list[dict[str, Any]], seed: int) -> tuple[dict[str, list[int
         merge = structural_merge(
             task["original"], task["update"], task.get("language") or "", task.get("path")
         )
-        answers = {"right": task["expected"], **wrong_answers(task, merge.text, rng)}
+        # A task marked `ambiguous` has no right placement to tell (a new method with no
+        # neighbour shown): its expected file is one reading among others, and a flag there is
+        # the honest answer, so it is counted apart from the right answers.
+        right = "ambiguous" if task.get("ambiguous") else "right"
+        answers = {right: task["expected"], **wrong_answers(task, merge.text, rng)}
         for kind, answer in answers.items():
             found = answer_problems(task["original"], task["update"], answer, merge)
             counts[kind][0] += bool(found)
@@ -183,6 +190,7 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|")
     for kind in (
         "right",
+        "ambiguous",
         "merge-wrong",
         "dropped",
         "lazy",
