@@ -362,9 +362,21 @@ def _doubled_block(ctx: Ctx, placements: Sequence[Placement]) -> int | None:
         runs += _new_blocks(index, keys)
         for run in runs:
             for at in index.count_run(run, 0, len(index)):
-                if not p.start <= at < p.end:
+                if not p.start <= at < p.end and any(
+                    _kept(placements, i) for i in range(at, at + len(run))
+                ):
                     return at
     return None
+
+
+def _kept(placements: Sequence[Placement], i: int) -> bool:
+    """Whether original line `i` stays in the merged file: outside every placement's span, or
+    context of the one that spans it (a moved block's old copy that another hunk deletes is
+    gone)."""
+    for q in placements:
+        if q.start <= i < q.end:
+            return any(k == i for _, k in q.pairs)
+    return True
 
 
 def _new_blocks(index: LineIndex, keys: Sequence[str | None]) -> list[list[str]]:
