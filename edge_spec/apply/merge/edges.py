@@ -19,7 +19,10 @@ The edge is settled, in this order, and trusted only where the reading cannot be
    start: inserted;
 6. closers of the enclosing blocks after the new lines (`frame`): the new lines replace what
    the original has before those closers, where they read as its rewrite;
-7. otherwise the best guess (replace a similar line, else insert) is kept but not trusted,
+7. outer lines re-shown off the boundary: the edge's lines next to the marker stand once, a
+   few lines off the boundary, and its other lines rewrite the original lines between (most
+   of the text shared, balanced alike): they replace those (`_outer_rewrite`);
+8. otherwise the best guess (replace a similar line, else insert) is kept but not trusted,
    unless that similar line is next to the context and the edge's other lines re-show the
    lines after it (closers) in a way no insertion could (`_rewrite`).
 
@@ -138,6 +141,9 @@ def resolve(
     )
     if framed is not None:
         return Edge(framed + blank_run(ctx, boundary, framed, blanks, avail, tail), True, "")
+    rewrite = _outer_rewrite(ctx, core, boundary, avail, tail)
+    if rewrite is not None:
+        return Edge(rewrite + blank_run(ctx, boundary, rewrite, blanks, avail, tail), True, "")
     if take:
         return Edge(
             take,
@@ -252,3 +258,42 @@ def _rewrite(ctx: Ctx, core: list[str], boundary: int, near: int, avail: int, ta
     after = ctx.index.next_nonblank(last, 1)
     opens = after is not None and width(indents[after]) > width(indents[last])
     return not opens and width(indents[last]) < width(indents[near])
+
+
+def _outer_rewrite(ctx: Ctx, core: list[str], boundary: int, avail: int, tail: bool) -> int | None:
+    """The original lines the edge replaces, where its lines next to the marker are the
+    original's lines a few lines off the boundary and its other lines rewrite those between:
+    `}` / a fence / a blank, then a reworded paragraph. Sure only with one such place in reach
+    (no more original lines replaced than new ones, plus two), the new lines reading as a
+    rewrite of the old ones, and balanced alike."""
+    keys = [norm(ln) for ln in core]
+    for k in range(len(core) - 1, 0, -1):
+        outer = keys[:k] if not tail else keys[len(keys) - k :]
+        rest = core[k:] if not tail else core[: len(core) - k]
+        if not any(outer):
+            continue
+        reach = min(avail, len(rest) + 2 + k)
+        lo, hi = (boundary - reach, boundary) if not tail else (boundary, boundary + reach)
+        spots = [
+            q
+            for q in ctx.index.count_run(outer, max(0, lo), hi)
+            if (boundary - q - k if not tail else q - boundary) >= 1
+        ]
+        if len(spots) != 1:
+            continue
+        q = spots[0]
+        old = ctx.index.lines[q + k : boundary] if not tail else ctx.index.lines[boundary:q]
+        if not _rewrites(ctx, rest, old):
+            return None
+        return boundary - q if not tail else q + k - boundary
+    return None
+
+
+def _rewrites(ctx: Ctx, new: Sequence[str], old: Sequence[str]) -> bool:
+    """Whether `new` reads as a rewrite of `old`: most of their text shared, balanced alike."""
+    a = " ".join(norm(ln) for ln in new if ln.strip())
+    b = " ".join(norm(ln) for ln in old if ln.strip())
+    if not a or not b:
+        return False
+    ratio = SequenceMatcher(None, a, b, autojunk=False).ratio()
+    return ratio >= 0.6 and viable(ctx.mapped(list(new)), list(old), ctx.brackets)
