@@ -76,3 +76,35 @@ def test_mined_rewrites_after_reshown_lines(name: str, task_id: str) -> None:
         merge = structural_merge(task["original"], task["update"], lang, path)
         assert merge.exact, [h.reason for h in merge.hunks]
         assert merge.text == task["expected"]
+
+
+PY = """def load():
+    a = read(1)
+    b = read(2)
+"""
+
+
+def test_an_unmarked_end_rewrites_the_files_last_lines_it_reads_as() -> None:
+    snippet = "# ... existing code ...\n    a = read(1)\n    b = read(20)\n"
+    merge = structural_merge(PY, snippet, "python")
+    assert merge.exact, [h.reason for h in merge.hunks]
+    assert merge.text == PY.replace("read(2)", "read(20)")
+
+
+def test_an_unmarked_end_short_of_more_original_lines_stays_unsure() -> None:
+    # The snippet may have lost its marker: `c = read(3)` is not the old text of anything.
+    longer = PY + "    c = read(3)\n"
+    snippet = "# ... existing code ...\n    a = read(1)\n    b = read(20)\n"
+    assert not structural_merge(longer, snippet, "python").exact
+
+
+def test_a_mined_unmarked_end_on_a_reworded_last_line() -> None:
+    task = next(
+        t
+        for t in map(json.loads, (DATA / "code_apply_mined.jsonl").read_text().splitlines())
+        if t["id"] == "html5-boilerplate-11262ec-0"
+    )
+    for lang, path in ((task["language"], task["path"]), ("", None)):
+        merge = structural_merge(task["original"], task["update"], lang, path)
+        assert merge.exact, [h.reason for h in merge.hunks]
+        assert merge.text == task["expected"]

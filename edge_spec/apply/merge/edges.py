@@ -21,7 +21,9 @@ The edge is settled, in this order, and trusted only where the reading cannot be
    the original has before those closers, where they read as its rewrite;
 7. outer lines re-shown off the boundary: the edge's lines next to the marker stand once, a
    few lines off the boundary, and its other lines rewrite the original lines between (most
-   of the text shared, balanced alike): they replace those (`_outer_rewrite`);
+   of the text shared, balanced alike): they replace those (`_outer_rewrite`); with no
+   marker at this end (`literal`), the file's last (first) lines, when no more than the
+   edge's and read as their old text, likewise;
 8. otherwise the best guess (replace a similar line, else insert) is kept but not trusted,
    unless that similar line is next to the context and the edge's other lines re-show the
    lines after it (closers) in a way no insertion could (`_rewrite`).
@@ -89,12 +91,19 @@ def _resembles_neighbour(ctx: Ctx, core: list[str], boundary: int, tail: bool) -
 
 
 def resolve(
-    ctx: Ctx, new: Sequence[str], boundary: int, limit: int, tail: bool, whole: bool = False
+    ctx: Ctx,
+    new: Sequence[str],
+    boundary: int,
+    limit: int,
+    tail: bool,
+    whole: bool = False,
+    literal: bool = False,
 ) -> Edge:
     """Settle an open edge: `new` lies beyond original `boundary` (after it for a tail, before
     it for a head) and may replace original lines up to `limit`.
 
     `whole` says the snippet is the whole file at this end: the edge replaces everything to it.
+    `literal` says the snippet has no marker at this end and `limit` is the file's end there.
     """
     avail = (limit - boundary) if tail else (boundary - limit)
     core, blanks = split_blanks(new, tail)
@@ -141,6 +150,10 @@ def resolve(
     )
     if framed is not None:
         return Edge(framed + blank_run(ctx, boundary, framed, blanks, avail, tail), True, "")
+    if literal and avail <= len(core) and _rewrites(ctx, core, region(ctx, boundary, avail, tail)):
+        # No marker, and the file's last (first) lines read as the old text of the new ones: a
+        # snippet that stops short would leave unrelated code there, not a near copy.
+        return Edge(avail, True, "")
     rewrite = _outer_rewrite(ctx, core, boundary, avail, tail)
     if rewrite is not None:
         return Edge(rewrite + blank_run(ctx, boundary, rewrite, blanks, avail, tail), True, "")

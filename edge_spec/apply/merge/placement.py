@@ -295,7 +295,8 @@ def _head(ctx: Ctx, hunk: Hunk, env: Env, pairs: list[Pair], doubts: list[str]) 
         if not slid.sure:
             doubts.append(slid.reason)
         return pairs[0][1] - slid.take, 0
-    edge = resolve(ctx, hunk.lines[:j], i, env.lo, tail=False, whole=env.whole)
+    literal = env.first and not hunk.marker_before and env.lo == 0
+    edge = resolve(ctx, hunk.lines[:j], i, env.lo, tail=False, whole=env.whole, literal=literal)
     if not edge.sure:
         doubts.append(edge.reason)
     return i - edge.take, 0
@@ -328,7 +329,10 @@ def _tail(
         if not slid.sure:
             doubts.append(slid.reason)
         return pairs[-1][1] + 1 + slid.take, len(hunk.lines)
-    edge = resolve(ctx, hunk.lines[j + 1 :], i + 1, env.hi, tail=True, whole=env.whole)
+    literal = env.last and not hunk.marker_after and env.hi == len(ctx.index)
+    edge = resolve(
+        ctx, hunk.lines[j + 1 :], i + 1, env.hi, tail=True, whole=env.whole, literal=literal
+    )
     if not edge.sure:
         doubts.append(edge.reason)
     elif _opens_file(ctx, env, pairs) and _more_code(ctx, i + 1 + edge.take, env.hi):
