@@ -154,7 +154,11 @@ def resolve(
         # No marker, and the file's last (first) lines read as the old text of the new ones: a
         # snippet that stops short would leave unrelated code there, not a near copy.
         return Edge(avail, True, "")
-    rewrite = _outer_rewrite(ctx, core, boundary, avail, tail)
+    rewrite = (
+        _outer_rewrite(ctx, core, boundary, avail, tail)
+        if not viable(ctx.mapped(core), [], ctx.brackets)
+        else None
+    )
     if rewrite is not None:
         return Edge(rewrite + blank_run(ctx, boundary, rewrite, blanks, avail, tail), True, "")
     if take:
@@ -278,7 +282,9 @@ def _outer_rewrite(ctx: Ctx, core: list[str], boundary: int, avail: int, tail: b
     original's lines a few lines off the boundary and its other lines rewrite those between:
     `}` / a fence / a blank, then a reworded paragraph. Sure only with one such place in reach
     (no more original lines replaced than new ones, plus two), the new lines reading as a
-    rewrite of the old ones, and balanced alike."""
+    rewrite of the old ones, and balanced alike. The caller asks only where the edge does not
+    balance on its own: one that does may be new code before the boundary (a new guard
+    `if err != nil { return }` above a like `if x == nil { return }`)."""
     keys = [norm(ln) for ln in core]
     for k in range(len(core) - 1, 0, -1):
         outer = keys[:k] if not tail else keys[len(keys) - k :]
