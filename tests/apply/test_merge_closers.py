@@ -4,14 +4,10 @@ closers after it is a rewrite, not new code; an unmarked snippet end on the file
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
+from mined import assert_sure_and_right, dev_task
 
 from edge_spec.apply.merge import structural_merge
-
-DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
 
 LUA = """local M = {}
 
@@ -135,12 +131,4 @@ def test_a_new_block_that_balances_on_its_own_stays_unsure() -> None:
     ],
 )
 def test_mined_rewrites_before_closers(name: str, task_id: str) -> None:
-    task = next(
-        t for t in map(json.loads, (DATA / name).read_text().splitlines()) if t["id"] == task_id
-    )
-    assert task.get("split", "dev") == "dev"
-    for lang, path in ((task["language"], task["path"]), ("", None)):
-        merge = structural_merge(task["original"], task["update"], lang, path)
-        assert merge.exact, [h.reason for h in merge.hunks]
-        squash = [ln.rstrip() for ln in merge.text.split("\n")]
-        assert squash == [ln.rstrip() for ln in task["expected"].split("\n")]
+    assert_sure_and_right(dev_task(name, task_id), ws=True)

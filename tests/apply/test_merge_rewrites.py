@@ -3,14 +3,10 @@ between: `}` / a fence / a blank, then a reworded paragraph, replaces that parag
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
+from mined import assert_sure_and_right, dev_task
 
 from edge_spec.apply.merge import structural_merge
-
-DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
 
 MD = """# Tool
 
@@ -68,14 +64,7 @@ def test_new_text_unlike_the_lines_between_stays_unsure() -> None:
     ],
 )
 def test_mined_rewrites_after_reshown_lines(name: str, task_id: str) -> None:
-    task = next(
-        t for t in map(json.loads, (DATA / name).read_text().splitlines()) if t["id"] == task_id
-    )
-    assert task.get("split", "dev") == "dev"
-    for lang, path in ((task["language"], task["path"]), ("", None)):
-        merge = structural_merge(task["original"], task["update"], lang, path)
-        assert merge.exact, [h.reason for h in merge.hunks]
-        assert merge.text == task["expected"]
+    assert_sure_and_right(dev_task(name, task_id))
 
 
 PY = """def load():
@@ -99,12 +88,4 @@ def test_an_unmarked_end_short_of_more_original_lines_stays_unsure() -> None:
 
 
 def test_a_mined_unmarked_end_on_a_reworded_last_line() -> None:
-    task = next(
-        t
-        for t in map(json.loads, (DATA / "code_apply_mined.jsonl").read_text().splitlines())
-        if t["id"] == "html5-boilerplate-11262ec-0"
-    )
-    for lang, path in ((task["language"], task["path"]), ("", None)):
-        merge = structural_merge(task["original"], task["update"], lang, path)
-        assert merge.exact, [h.reason for h in merge.hunks]
-        assert merge.text == task["expected"]
+    assert_sure_and_right(dev_task("code_apply_mined.jsonl", "html5-boilerplate-11262ec-0"))
