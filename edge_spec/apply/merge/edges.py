@@ -26,7 +26,7 @@ The edge is settled, in this order, and trusted only where the reading cannot be
    edge's and read as their old text, likewise;
 8. otherwise the best guess (replace a similar line, else insert) is kept but not trusted,
    unless that similar line is next to the context and the edge's other lines re-show the
-   lines after it (closers) in a way no insertion could (`_rewrite`).
+   lines after it (closers) in a way no insertion could (`_rewrites_its_line`).
 
 Blank lines at the marker end of an edge become the original's blank lines there when it has
 them (`blank_run`), so a new function keeps the file's spacing on both sides.
@@ -150,7 +150,11 @@ def resolve(
     )
     if framed is not None:
         return Edge(framed + blank_run(ctx, boundary, framed, blanks, avail, tail), True, "")
-    if literal and avail <= len(core) and _rewrites(ctx, core, region(ctx, boundary, avail, tail)):
+    if (
+        literal
+        and avail <= len(core)
+        and _reads_as_rewrite(ctx, core, region(ctx, boundary, avail, tail))
+    ):
         # No marker, and the file's last (first) lines read as the old text of the new ones: a
         # snippet that stops short would leave unrelated code there, not a near copy.
         return Edge(avail, True, "")
@@ -231,7 +235,7 @@ def _guess(ctx: Ctx, core: list[str], boundary: int, avail: int, tail: bool, bla
         if ratio >= 0.6:
             take = (near - boundary + 1) if tail else (boundary - near)
             shown = _shown_beyond(ctx, core, near, tail)
-            if take == 1 and shown and _rewrite(ctx, core, boundary, near, avail, tail):
+            if take == 1 and shown and _rewrites_its_line(ctx, core, boundary, near, avail, tail):
                 take += shown
                 return Edge(take + blank_run(ctx, boundary, take, blanks, avail, tail), True, "")
             return Edge(take + shown, False, f"changed line may replace original line {near + 1}")
@@ -249,7 +253,9 @@ def _shown_beyond(ctx: Ctx, core: list[str], near: int, tail: bool) -> int:
     return len(rest) if seen == rest else 0
 
 
-def _rewrite(ctx: Ctx, core: list[str], boundary: int, near: int, avail: int, tail: bool) -> bool:
+def _rewrites_its_line(
+    ctx: Ctx, core: list[str], boundary: int, near: int, avail: int, tail: bool
+) -> bool:
     """Whether the edge's changed line, right next to the context and as deep as the original
     line there, surely rewrites that line, the rest of the edge re-showing the lines after it.
 
@@ -302,13 +308,13 @@ def _outer_rewrite(ctx: Ctx, core: list[str], boundary: int, avail: int, tail: b
             continue
         q = spots[0]
         old = ctx.index.lines[q + k : boundary] if not tail else ctx.index.lines[boundary:q]
-        if not _rewrites(ctx, rest, old):
+        if not _reads_as_rewrite(ctx, rest, old):
             return None
         return boundary - q if not tail else q + k - boundary
     return None
 
 
-def _rewrites(ctx: Ctx, new: Sequence[str], old: Sequence[str]) -> bool:
+def _reads_as_rewrite(ctx: Ctx, new: Sequence[str], old: Sequence[str]) -> bool:
     """Whether `new` reads as a rewrite of `old`: most of their text shared, balanced alike."""
     a = " ".join(norm(ln) for ln in new if ln.strip())
     b = " ".join(norm(ln) for ln in old if ln.strip())

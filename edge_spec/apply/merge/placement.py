@@ -295,7 +295,7 @@ def _head(ctx: Ctx, hunk: Hunk, env: Env, pairs: list[Pair], doubts: list[str]) 
         if not slid.sure:
             doubts.append(slid.reason)
         return pairs[0][1] - slid.take, 0
-    literal = env.first and not hunk.marker_before and env.lo == 0
+    literal = env.first and not hunk.marker_before  # the file's first line is its limit
     edge = resolve(ctx, hunk.lines[:j], i, env.lo, tail=False, whole=env.whole, literal=literal)
     if not edge.sure:
         doubts.append(edge.reason)
@@ -329,7 +329,7 @@ def _tail(
         if not slid.sure:
             doubts.append(slid.reason)
         return pairs[-1][1] + 1 + slid.take, len(hunk.lines)
-    literal = env.last and not hunk.marker_after and env.hi == len(ctx.index)
+    literal = env.last and not hunk.marker_after  # the file's last line is its limit
     edge = resolve(
         ctx, hunk.lines[j + 1 :], i + 1, env.hi, tail=True, whole=env.whole, literal=literal
     )
