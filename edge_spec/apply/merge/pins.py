@@ -385,6 +385,38 @@ def file_end_pairs(
     return merge_pairs(pairs, extra)
 
 
+def appended_pairs(ctx: Ctx, hunk: Hunk, first: bool, last: bool, ok: PairOk) -> list[Pair]:
+    """An unmarked snippet end whose shown lines begin with the file's last lines: the lines
+    after those are appended to the file.
+
+    A test file's tests end alike, so its last lines also stand at every test's end; a snippet
+    that shows them after a marker, then new lines with no marker below, adds at the file's end.
+    Read at the repeat before, the snippet would replace everything after it: plausible only
+    where about as many lines go as the snippet brings (a last block rewritten), which stays
+    in doubt.
+    """
+    if not last or hunk.marker_after or (first and not hunk.marker_before):
+        return []
+    keys = ctx.index.keys
+    end = len(keys)
+    while end and not keys[end - 1]:
+        end -= 1
+    j0 = next((j for j, ln in enumerate(hunk.lines) if ln.strip()), len(hunk.lines))
+    for n in range(min(end, len(hunk.lines) - j0 - 1), 0, -1):
+        i0 = end - n
+        if (
+            all(same(ctx, hunk.lines[j0 + t], i0 + t) and ok(j0 + t, i0 + t) for t in range(n))
+            and any(ln.strip() for ln in hunk.lines[j0 + n :])
+            and any(not ctx.index.trivial(keys[i]) for i in range(i0, end))
+        ):
+            before = ctx.index.count_run(keys[i0:end], 0, end - 1)
+            new = len(hunk.lines) - j0 - n
+            if before and end - (before[-1] + n) <= new + 2:
+                return []
+            return [(j0 + t, i0 + t, False) for t in range(n)]
+    return []
+
+
 def key_anchor(ctx: Ctx, hunk: Hunk, lo: int, hi: int) -> int | None:
     """The one original line in [lo, hi) whose statement key is the hunk's first statement's."""
     first = next((ln for ln in hunk.lines if ln.strip()), "")

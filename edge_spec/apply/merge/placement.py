@@ -32,6 +32,7 @@ from edge_spec.apply.merge.markers import Hunk
 from edge_spec.apply.merge.outer import settle_outer
 from edge_spec.apply.merge.pins import (
     Pair,
+    appended_pairs,
     block_end,
     closer_pairs,
     confine,
@@ -115,7 +116,12 @@ def place(ctx: Ctx, hunk: Hunk, env: Env) -> Placement:
         pinned = definition_pairs(ctx, hunk, matches, pairs)
     if closer_pairs(ctx, hunk, env.texts, env.matched, env.lo, env.hi, pairs):
         pinned = pinned or "anchored on brackets opened by anchored lines"
-    file_end_pairs(ctx, hunk, env.first, env.last, pairs, pair_ok)
+    appended = [] if matches or moved else appended_pairs(ctx, hunk, env.first, env.last, pair_ok)
+    if appended:  # the chain's place, wherever it was, gives way
+        pairs[:], chain = appended, None
+        pinned = pinned or "after the file's last lines, the snippet's end unmarked"
+    else:
+        file_end_pairs(ctx, hunk, env.first, env.last, pairs, pair_ok)
     block = block_end(ctx, hunk, env.snippet, env.is_marker, env.matched)
     pins = frozenset((j, i) for j, i, _ in pairs) - chained
     if not pairs:
