@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+from mined import assert_sure_and_right, dev_task
+
 from edge_spec.apply.merge import structural_merge
 
 TESTS = """import click
@@ -122,3 +125,52 @@ def test_rename_before_a_repeated_body_stays_unsure() -> None:
     result = structural_merge(tests, snippet, "javascript")
     assert not result.exact
     assert "also fits" in result.hunks[0].reason
+
+
+READER = """class Reader {
+  static factories() {
+    return [a, b];
+  }
+
+  static factory = null;
+
+  path() {
+    return 1;
+  }
+}
+"""
+
+
+def test_a_deletion_after_a_changed_body_and_its_closer_is_sure() -> None:
+    # `}` alone has no identity, but any `}` it could be between the changed line and `path()`
+    # writes the same file: the changed line replaces the lines before it, the rest goes.
+    snippet = (
+        "// ... existing code ...\n  static factories() {\n    return list();\n  }\n\n"
+        "  path() {\n// ... existing code ...\n"
+    )
+    for lang in ("javascript", ""):
+        merge = structural_merge(READER, snippet, lang)
+        assert merge.exact, [h.reason for h in merge.hunks]
+        assert merge.text == READER.replace("[a, b]", "list()").replace(
+            "  static factory = null;\n\n", ""
+        )
+
+
+def test_a_deletion_after_a_closer_next_to_a_marker_stays_unsure() -> None:
+    # Which `}` the marker leads to decides what goes: nothing beyond it pins the closer.
+    snippet = "// ... existing code ...\n  }\n\n  path() {\n// ... existing code ...\n"
+    for lang in ("javascript", ""):
+        assert not structural_merge(READER, snippet, lang).exact
+
+
+@pytest.mark.parametrize(
+    "task_id",
+    [
+        # A field deleted after a method whose body changed (Java).
+        "moshi-aa9125b-0",
+        # A method deleted after one whose body changed, tabs and spaces mixed (Swift).
+        "swiftyjson-522575b-0",
+    ],
+)
+def test_mined_deletions_after_a_changed_body(task_id: str) -> None:
+    assert_sure_and_right(dev_task("code_apply_mined3.jsonl", task_id))

@@ -14,7 +14,7 @@ from difflib import SequenceMatcher
 from edge_spec.apply.merge.anchors import Block, Chain, best_chain, is_distinctive, norm
 from edge_spec.apply.merge.context import Ctx
 from edge_spec.apply.merge.markers import Hunk
-from edge_spec.apply.merge.pins import Pair
+from edge_spec.apply.merge.pins import Pair, same
 from edge_spec.apply.merge.structure import statement_key, viable
 from edge_spec.apply.merge.syntax import hunk_definitions
 
@@ -249,8 +249,12 @@ def gap_doubts(
             continue
         if gi - gj > _MAX_DELETION:
             return [f"drops {gi - gj} original lines between anchors (a missing marker?)"]
-        if gj == 0 and not (
-            _strong_near(ctx, keys, pairs, ja, -1) and _strong_near(ctx, keys, pairs, jb, 1)
+        if (
+            gj == 0
+            and not (
+                _strong_near(ctx, keys, pairs, ja, -1) and _strong_near(ctx, keys, pairs, jb, 1)
+            )
+            and not _slides(ctx, hunk, keys, pairs, n)
         ):
             return [f"deletes {gi} lines between weak anchors"]
         if not any(ctx.index.keys[ia + 1 : ib]) or _modified_in_place(ctx, hunk, ja, jb, ia, ib):
@@ -300,6 +304,38 @@ def _modified_in_place(ctx: Ctx, hunk: Hunk, ja: int, jb: int, ia: int, ib: int)
         ):
             return False
     return True
+
+
+def _slides(ctx: Ctx, hunk: Hunk, keys: Sequence[str], pairs: list[Pair], n: int) -> bool:
+    """Whether the deletion after pairs[n] writes the same file wherever its weak side stands.
+
+    With identity on one side only, the weak run on the other (`}`, a blank) may be any copy of
+    its lines (indented as shown) between the strong side and the anchor beyond a changed
+    stretch on its far side: the changed lines then replace fewer or more of the lines before
+    the copy and the deletion takes the rest. The file is the same either way when every such
+    copy reads alike.
+    """
+    strong = (
+        _strong_near(ctx, keys, pairs, pairs[n][0], -1),
+        _strong_near(ctx, keys, pairs, pairs[n + 1][0], 1),
+    )
+    if strong[0] == strong[1]:
+        return False
+    run = _run(pairs, n, -1) if strong[1] else _run(pairs, n + 1, 1)
+    k = pairs.index(run[0]) - 1 if strong[1] else pairs.index(run[-1]) + 1
+    if not 0 <= k < len(pairs):
+        return False
+    lo, hi = sorted((pairs[k], pairs[n + 1] if strong[1] else pairs[n]))
+    far = hunk.lines[lo[0] + 1 : run[0][0]] if strong[1] else hunk.lines[run[-1][0] + 1 : hi[0]]
+    if not any(ln.strip() for ln in far):
+        return False
+    lines = ctx.index.lines
+    mine = lines[run[0][1] : run[-1][1] + 1]
+    return all(
+        lines[a : a + len(run)] == mine
+        for a in ctx.index.count_run([keys[j] for j, _, _ in run], lo[1] + 1, hi[1])
+        if all(same(ctx, hunk.lines[j], a + t) for t, (j, _, _) in enumerate(run))
+    )
 
 
 def _run(pairs: list[Pair], k: int, step: int) -> list[Pair]:
