@@ -459,7 +459,13 @@ class Engine:
             for c in scored
         ]
         res.suspect = answer_problems(original, update, text, merge)
-        res.warnings = answer_doubts(original, update, text, merge.language)
+        res.warnings = answer_doubts(original, update, text, merge.language) + [
+            f"hunk {c.hunk + 1} went to original lines {c.winner.start + 1}-{c.winner.end}, "
+            f"the target's choice among {len(c.edits)} placements by a narrow lead "
+            f"({c.margin:.1f} nats): check it"
+            for c in scored
+            if c.margin < cfg.choose_warn
+        ]
         return res
 
     def _regions(

@@ -275,6 +275,9 @@ class ApplySettings:
     choose_max: int = setting(6, lo=0, hi=64)
     choose_context: int = setting(6, lo=0, hi=1000)
     choose_margin: float = setting(5.0, lo=0.0, hi=1000.0)
+    # A winner leading by less than this is written with a warning naming the hunk and its
+    # lead: set above the lead of every wrong reading the target chose on the dev tasks.
+    choose_warn: float = setting(15.0, lo=0.0, hi=1000.0)
     # Scoring stops this many tokens after the readings rejoin (the window's shared rest).
     choose_tail: int = setting(48, lo=0, hi=100_000)
     # What the readings are scored as: the answer to the apply prompt (the window and the

@@ -12,6 +12,7 @@ from edge_spec.apply.merge import structural_merge
 from edge_spec.apply.merge.candidates import alternative_edits
 from edge_spec.config.settings import ApplySettings
 from edge_spec.engine import Engine
+from edge_spec.runtimes.fake import FakeRuntime
 
 
 class ByteModel:
@@ -247,3 +248,21 @@ def test_a_snippet_that_may_be_the_whole_file_is_also_read_to_the_file_end() -> 
     assert edits is not None
     ends = {e.end for c in edits for e in c.edits}
     assert 11 in ends, ends  # everything after the struct deleted: the whole new file
+
+
+@pytest.mark.parametrize(("lead", "warned"), [(8.0, True), (40.0, False)])
+def test_a_choice_by_a_narrow_lead_is_written_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, lead: float, warned: bool
+) -> None:
+    # Clear enough to answer, not enough to pass as sure: the user is told where to look.
+    merge = structural_merge(ORIG, SNIPPET, "python", "x.py")
+    choices = allowed(ORIG, SNIPPET, merge, ApplySettings())
+    assert choices and all(len(c.edits) > 1 for c in choices)
+    scored = [HunkChoice(c.hunk, c.edits, (lead,) + (0.0,) * (len(c.edits) - 1)) for c in choices]
+    monkeypatch.setattr("edge_spec.engine.choose", lambda *a, **k: scored)
+    res = Engine(FakeRuntime()).apply(ORIG, SNIPPET, path="x.py")
+    assert res.engine == "choice"
+    narrow = [w for w in res.warnings if "narrow lead" in w]
+    assert bool(narrow) == warned
+    if warned:
+        assert narrow[0].startswith(f"hunk {choices[0].hunk + 1} went to original lines")
