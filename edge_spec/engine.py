@@ -367,8 +367,9 @@ class Engine:
             if on_delta is not None:
                 on_delta(res.text)
             return res
+        tried: list[dict[str, Any]] = []  # a choice scored but not clear: its time shows
         if engine == "auto":  # `region` forces the model to write the windows
-            picked = self._choose(original, update, merge, instruction, lang)
+            picked, tried = self._choose(original, update, merge, instruction, lang)
             if picked is not None:
                 if on_delta is not None:
                     on_delta(picked.text)
@@ -413,7 +414,7 @@ class Engine:
             )
         else:
             res = run(original, update, merge.text, on_delta, merge)
-        res.verdicts, res.language = verdicts(merge), merge.language
+        res.verdicts, res.language, res.choice = verdicts(merge), merge.language, tried
         if res.stats.finish_reason != "cancelled":
             found = answer_problems(original, update, res.text, merge)
             res.suspect = (found + [p for p in res.suspect if p not in found])[:MAX_PROBLEMS]
@@ -422,42 +423,45 @@ class Engine:
 
     def _choose(
         self, original: str, update: str, merge: MergeResult, instruction: str | None, lang: str
-    ) -> ApplyResult | None:
+    ) -> tuple[ApplyResult | None, list[dict[str, Any]]]:
         """The file the target chooses among the placements the snippet allows, when it
-        chooses every unsure hunk's by a clear margin (`apply.choose`); else None."""
+        chooses every unsure hunk's by a clear margin (`apply.choose`); else None, with the
+        choice's record when it was scored (each hunk's readings, winner, lead, and time)."""
         cfg = self.config.apply
         if cfg.choose_max < 2 or not merge.edits or len(merge.edits) != len(merge.hunks):
-            return None
+            return None, []
         choices = allowed(original, update, merge, cfg)
         if choices is None or any(len(c.edits) < 2 for c in choices):
-            return None  # one reading left is the check's, not the target's choice
+            return None, []  # one reading left is the check's, not the target's choice
         t0 = time.perf_counter()
         with self._lock:
             scored = choose(self.target, original, update, merge, choices, cfg, lang, instruction)
-        if any(c.margin < cfg.choose_margin for c in scored):
-            return None
-        text = chosen_text(original, merge, scored)
-        stats = Stats(
-            draft="none", finish_reason="stop", prefill_ms=(time.perf_counter() - t0) * 1e3
-        )
-        res = ApplyResult(
-            text=text,
-            raw=text,
-            stats=stats,
-            template="",
-            engine="choice",
-            verdicts=verdicts(merge),
-            language=merge.language,
-        )
-        res.choice = [
+        ms = (time.perf_counter() - t0) * 1e3
+        clear = all(c.margin >= cfg.choose_margin for c in scored)
+        record = [
             {
                 "hunk": c.hunk + 1,
                 "candidates": len(c.edits),
                 "lines": [c.winner.start + 1, c.winner.end],
                 "margin": round(c.margin, 3),
+                "chosen": clear,
+                "ms": round(ms, 1),
             }
             for c in scored
         ]
+        if not clear:
+            return None, record
+        text = chosen_text(original, merge, scored)
+        res = ApplyResult(
+            text=text,
+            raw=text,
+            stats=Stats(draft="none", finish_reason="stop", prefill_ms=ms),
+            template="",
+            engine="choice",
+            verdicts=verdicts(merge),
+            language=merge.language,
+            choice=record,
+        )
         res.suspect = answer_problems(original, update, text, merge)
         res.warnings = answer_doubts(original, update, text, merge.language) + [
             f"hunk {c.hunk + 1} went to original lines {c.winner.start + 1}-{c.winner.end}, "
@@ -466,7 +470,7 @@ class Engine:
             for c in scored
             if c.margin < cfg.choose_warn
         ]
-        return res
+        return res, []
 
     def _regions(
         self, original: str, update: str, merge: MergeResult, engine: ApplyEngine

@@ -58,8 +58,10 @@ class ApplyResult:
     language: str = ""
     # engine "region": the windows the model rewrote (1-based original lines, hunks, tokens).
     regions: list[dict[str, Any]] = field(default_factory=list)
-    # engine "choice": per unsure hunk, how many placements the target chose among, the
-    # winner's span (1-based original lines) and its lead in log-likelihood (nats).
+    # Per unsure hunk, how many placements the target chose among, the winner's span (1-based
+    # original lines), its lead in log-likelihood (nats), whether it answered (engine
+    # "choice") or was not clear enough (another engine wrote the file after it), and the
+    # milliseconds the choice took.
     choice: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

@@ -261,8 +261,24 @@ def test_a_choice_by_a_narrow_lead_is_written_with_a_warning(
     scored = [HunkChoice(c.hunk, c.edits, (lead,) + (0.0,) * (len(c.edits) - 1)) for c in choices]
     monkeypatch.setattr("edge_spec.engine.choose", lambda *a, **k: scored)
     res = Engine(FakeRuntime()).apply(ORIG, SNIPPET, path="x.py")
-    assert res.engine == "choice"
+    assert res.engine == "choice" and all(c["chosen"] for c in res.choice)
     narrow = [w for w in res.warnings if "narrow lead" in w]
     assert bool(narrow) == warned
     if warned:
         assert narrow[0].startswith(f"hunk {choices[0].hunk + 1} went to original lines")
+
+
+def test_a_choice_without_a_clear_lead_is_recorded_beside_the_models_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The model writes the file; what the choice found, and what it cost, stays in the result.
+    merge = structural_merge(ORIG, SNIPPET, "python", "x.py")
+    choices = allowed(ORIG, SNIPPET, merge, ApplySettings())
+    assert choices
+    scored = [HunkChoice(c.hunk, c.edits, (1.0,) + (0.0,) * (len(c.edits) - 1)) for c in choices]
+    monkeypatch.setattr("edge_spec.engine.choose", lambda *a, **k: scored)
+    res = Engine(FakeRuntime(follow=ORIG)).apply(ORIG, SNIPPET, path="x.py", max_tokens=64)
+    assert res.engine in ("region", "model")
+    assert [c["chosen"] for c in res.choice] == [False] * len(choices)
+    assert all(c["margin"] == 1.0 and c["ms"] >= 0 for c in res.choice)
+    assert res.to_dict()["choice"] == res.choice
