@@ -1,16 +1,9 @@
 #!/usr/bin/env bash
-# Rebuild benchmarks/data/code_apply_mined.jsonl from mirrors of the source repositories.
-# MIRRORS holds one bare git dir per repository at MIRRORS/<owner>+<name>/repo (a
-# `git clone --bare` at the HEAD named in benchmarks/data/README.md gives the same tasks).
+# Rebuild benchmarks/data/code_apply_mined.jsonl from mirrors of the source repositories
+# (MIRRORS, see mining.sh).
 set -euo pipefail
-MIRRORS=${MIRRORS:-/work/.mirror}
 OUT=${1:-benchmarks/data/code_apply_mined.jsonl}
-: > "$OUT"
-mine() {
-    local repo=$1
-    shift
-    python3 benchmarks/mine_commits.py "$MIRRORS/${repo/\//+}/repo" --repo "$repo" "$@" >> "$OUT"
-}
+source "$(dirname "$0")/mining.sh"
 mine rack/rack --limit 10
 mine slimphp/Slim --limit 10
 mine jbogard/MediatR --limit 8 --first-parent

@@ -1,17 +1,9 @@
 #!/usr/bin/env bash
 # Rebuild benchmarks/data/code_apply_mined2.jsonl (the second mined set, from repositories that
-# no other set draws from) from mirrors of the source repositories.
-# MIRRORS holds one bare git dir per repository at MIRRORS/<owner>+<name>/repo (a
-# `git clone --bare` at the HEAD named in benchmarks/data/README.md gives the same tasks).
+# no other set draws from) from mirrors of the source repositories (MIRRORS, see mining.sh).
 set -euo pipefail
-MIRRORS=${MIRRORS:-/work/.mirror}
 OUT=${1:-benchmarks/data/code_apply_mined2.jsonl}
-: > "$OUT"
-mine() {
-    local repo=$1
-    shift
-    python3 benchmarks/mine_commits.py "$MIRRORS/${repo/\//+}/repo" --repo "$repo" "$@" >> "$OUT"
-}
+source "$(dirname "$0")/mining.sh"
 mine python-attrs/attrs --limit 8
 mine jd/tenacity --limit 8
 mine koajs/koa --limit 8
