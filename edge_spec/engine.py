@@ -24,7 +24,20 @@ from edge_spec.apply.check.verdict import (
     not_exact_error,
     verdicts,
 )
-from edge_spec.apply.choose import allowed, choose, chosen_text
+from edge_spec.apply.choose import (
+    HunkChoice,
+    allowed,
+    choice_record,
+    choose,
+    chosen_text,
+    narrow_leads,
+)
+from edge_spec.apply.choose_windows import (
+    WindowChoice,
+    score_windows,
+    settled,
+    window_readings,
+)
 from edge_spec.apply.merge import MergeResult
 from edge_spec.apply.plan import ApplyResult, check_policy, guard_mode, plan_apply
 from edge_spec.apply.region import RegionPlan, plan_regions, run_regions
@@ -367,16 +380,27 @@ class Engine:
             if on_delta is not None:
                 on_delta(res.text)
             return res
+        regions = (
+            None if engine in ("model", "merge") else self._regions(original, update, merge, engine)
+        )
         tried: list[dict[str, Any]] = []  # a choice scored but not clear: its time shows
+        narrow: list[str] = []  # the warnings of windows the target chose by a narrow lead
         if engine == "auto":  # `region` forces the model to write the windows
-            picked, tried = self._choose(original, update, merge, instruction, lang)
+            inside = (
+                None
+                if regions is None
+                else window_readings(original, update, merge, regions, self.config.apply)
+            )
+            if regions is None or inside is None:
+                picked, tried = self._choose(original, update, merge, instruction, lang)
+            else:
+                picked, tried, narrow, regions = self._choose_windows(
+                    original, update, merge, regions, inside, instruction, lang, template
+                )
             if picked is not None:
                 if on_delta is not None:
                     on_delta(picked.text)
                 return picked
-        regions = (
-            None if engine in ("model", "merge") else self._regions(original, update, merge, engine)
-        )
 
         def run(
             text: str, edit: str, merged: str, cb: Delta | None, whole: MergeResult | None = None
@@ -418,7 +442,7 @@ class Engine:
         if res.stats.finish_reason != "cancelled":
             found = answer_problems(original, update, res.text, merge)
             res.suspect = (found + [p for p in res.suspect if p not in found])[:MAX_PROBLEMS]
-            res.warnings = answer_doubts(original, update, res.text, merge.language)
+            res.warnings = answer_doubts(original, update, res.text, merge.language) + narrow
         return res
 
     def _choose(
@@ -438,19 +462,53 @@ class Engine:
             scored = choose(self.target, original, update, merge, choices, cfg, lang, instruction)
         ms = (time.perf_counter() - t0) * 1e3
         clear = all(c.margin >= cfg.choose_margin for c in scored)
-        record = [
-            {
-                "hunk": c.hunk + 1,
-                "candidates": len(c.edits),
-                "lines": [c.winner.start + 1, c.winner.end],
-                "margin": round(c.margin, 3),
-                "chosen": clear,
-                "ms": round(ms, 1),
-            }
-            for c in scored
-        ]
+        record = choice_record(scored, clear, ms)
         if not clear:
             return None, record
+        return self._chosen(original, update, merge, scored, ms), []
+
+    def _choose_windows(
+        self,
+        original: str,
+        update: str,
+        merge: MergeResult,
+        plan: RegionPlan,
+        choices: Sequence[WindowChoice],
+        instruction: str | None,
+        lang: str,
+        template: str | None,
+    ) -> tuple[ApplyResult | None, list[dict[str, Any]], list[str], RegionPlan]:
+        """The target's choice in each region window it can choose in (`apply.choose_windows`):
+        the file when every window is chosen by a clear margin; else the plan with the chosen
+        windows settled, the choice's record and the warnings of narrow leads."""
+        cfg = self.config.apply
+        if cfg.choose_max < 2 or not choices:
+            return None, [], [], plan
+        t0 = time.perf_counter()
+        with self._lock:
+            scored = score_windows(
+                self.target, original, merge, choices, cfg, lang, instruction, template
+            )
+        ms = (time.perf_counter() - t0) * 1e3
+        chosen = [wc for wc in scored if wc.clear(cfg.choose_margin)]
+        hunks = [c for wc in scored for c in wc.hunks]
+        if len(chosen) == len(plan.windows):
+            return self._chosen(original, update, merge, hunks, ms), [], [], plan
+        record = [
+            r for wc in scored for r in choice_record(wc.hunks, wc.clear(cfg.choose_margin), ms)
+        ]
+        won = [c for wc in chosen for c in wc.hunks]
+        return None, record, narrow_leads(won, cfg.choose_warn), settled(plan, merge, chosen)
+
+    def _chosen(
+        self,
+        original: str,
+        update: str,
+        merge: MergeResult,
+        scored: Sequence[HunkChoice],
+        ms: float,
+    ) -> ApplyResult:
+        """The file with every unsure hunk where the target chose it, checked."""
         text = chosen_text(original, merge, scored)
         res = ApplyResult(
             text=text,
@@ -460,17 +518,13 @@ class Engine:
             engine="choice",
             verdicts=verdicts(merge),
             language=merge.language,
-            choice=record,
+            choice=choice_record(scored, True, ms),
         )
         res.suspect = answer_problems(original, update, text, merge)
-        res.warnings = answer_doubts(original, update, text, merge.language) + [
-            f"hunk {c.hunk + 1} went to original lines {c.winner.start + 1}-{c.winner.end}, "
-            f"the target's choice among {len(c.edits)} placements by a narrow lead "
-            f"({c.margin:.1f} nats): check it"
-            for c in scored
-            if c.margin < cfg.choose_warn
-        ]
-        return res, []
+        res.warnings = answer_doubts(original, update, text, merge.language) + narrow_leads(
+            scored, self.config.apply.choose_warn
+        )
+        return res
 
     def _regions(
         self, original: str, update: str, merge: MergeResult, engine: ApplyEngine

@@ -6,7 +6,9 @@ evaluated in n_batch chunks from position 0. `prefill` therefore reuses a cached
 whole chunks that a prefill evaluated from position 0 in exactly those shapes, and evaluates the
 rest in the chunks a fresh prompt would use: a greedy request gives the same bytes whether its
 prefix came from the cache or not. The price: at most n_batch - 1 cached tokens are evaluated
-again, and a prompt shorter than n_batch is always evaluated afresh.
+again, and a prompt shorter than n_batch is evaluated afresh, unless it is the very prompt the
+last prefill made the cache hold (then every chunk of it had the fresh shapes already: the
+target scores readings after the apply prompt of a window, then writes that window).
 
 Example: `keep = prefill(rt, prompt[:-1])` (tokens reused; None if `cancel` was set)
 """
@@ -23,6 +25,10 @@ from edge_spec.runtimes.base import Runtime
 # from position 0. Entries past it were evaluated in other shapes (a prompt's last partial chunk,
 # decoding, verify steps) and are not reused by the next prompt.
 _ALIGNED: weakref.WeakKeyDictionary[Runtime, int] = weakref.WeakKeyDictionary()
+# Per runtime: the length of the prompt the last `prefill` made the cache hold, all of it in a
+# fresh prefill's shapes (its last chunk partial or not); 0 once the cache was rolled back
+# below it.
+_WHOLE: weakref.WeakKeyDictionary[Runtime, int] = weakref.WeakKeyDictionary()
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -49,12 +55,28 @@ def _set_aligned(rt: Runtime, n: int) -> None:
         pass
 
 
+def _whole(rt: Runtime) -> int:
+    try:
+        return _WHOLE.get(rt, 0)
+    except TypeError:
+        return 0
+
+
+def _set_whole(rt: Runtime, n: int) -> None:
+    try:
+        _WHOLE[rt] = n
+    except TypeError:
+        pass
+
+
 def sync_prefix(rt: Runtime, tokens: Sequence[int]) -> int:
     """Roll the KV cache back to its common prefix with `tokens`; return that length."""
     keep = common_prefix(rt.tokens, tokens)
     if keep < rt.n_tokens:
         rt.truncate(keep)
         _set_aligned(rt, min(keep, aligned_tokens(rt)))
+        if keep < _whole(rt):
+            _set_whole(rt, 0)
     return keep
 
 
@@ -67,7 +89,12 @@ def prefill(
     chunk (the cache then holds a prefix of `tokens`).
     """
     step = max(1, rt.n_batch)
-    keep = min(sync_prefix(rt, tokens), aligned_tokens(rt)) // step * step
+    same = _whole(rt)
+    keep = sync_prefix(rt, tokens)
+    if keep == same == len(tokens) > 0:
+        return keep
+    _set_whole(rt, 0)
+    keep = min(keep, aligned_tokens(rt)) // step * step
     if keep < rt.n_tokens:
         rt.truncate(keep)
     _set_aligned(rt, keep)
@@ -78,4 +105,5 @@ def prefill(
         rt.eval(tokens[start:end], rows=[])
         if end - start == step:
             _set_aligned(rt, end)
+    _set_whole(rt, len(tokens))
     return keep

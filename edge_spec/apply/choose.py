@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -91,9 +92,13 @@ def score_texts(
     toks = [rt.tokenize(t, special=False) for t in texts]
     shared, suffix = _parted(toks)
     cut = suffix - tail if tail is not None and suffix > tail else 0
-    base = list(prompt) + toks[0][:shared]
-    prefill(rt, base[:-1])
+    # The prompt on its own first, as a generation from it would prefill it: a window the
+    # target then writes from the same prompt reuses it whole (`runtimes.prefix`).
+    prefill(rt, list(prompt[:-1]))
     n = len(prompt)
+    head = [*prompt[-1:], *toks[0][:shared]][:-1]
+    if head:
+        rt.eval(head, rows=[])
     out = [0.0] * len(toks)
     prev: list[int] = []
     prev_lp: list[float] = []
@@ -129,6 +134,26 @@ def _window(merge: MergeResult, choice: HunkChoice, n: int, reach: int) -> tuple
     return a, b
 
 
+def window_texts(
+    olines: Sequence[str],
+    merge: MergeResult,
+    window: tuple[int, int],
+    hunks: Sequence[int],
+    choice: HunkChoice,
+) -> list[str]:
+    """Original lines [a, b) with `hunks` applied, once per placement of `choice`'s hunk (the
+    others as the merge put them)."""
+    a, b = window
+    out = []
+    for e in choice.edits:
+        edits = [
+            Edit(x.start - a, x.end - a, x.lines)
+            for x in (e if i == choice.hunk else merge.edits[i] for i in hunks)
+        ]
+        out.append("".join(ln + "\n" for ln in assemble(olines[a:b], edits)))
+    return out
+
+
 def choose(
     rt: Runtime,
     original: str,
@@ -149,13 +174,7 @@ def choose(
             continue
         a, b = _window(merge, c, len(olines), settings.choose_context)
         inside = [i for i, e in enumerate(merge.edits) if a <= e.start and e.end <= b]
-        texts = []
-        for e in c.edits:
-            edits = [
-                Edit(x.start - a, x.end - a, x.lines)
-                for x in (e if i == c.hunk else merge.edits[i] for i in inside)
-            ]
-            texts.append("".join(ln + "\n" for ln in assemble(olines[a:b], edits)))
+        texts = window_texts(olines, merge, (a, b), inside, c)
         if settings.choose_prompt == "code":
             prompt = rt.tokenize(f"```{lang}\n", special=False)
         else:
@@ -177,3 +196,29 @@ def chosen_text(original: str, merge: MergeResult, choices: Sequence[HunkChoice]
     win = {c.hunk: c.winner for c in choices}
     lines = assemble(olines, [win.get(i, e) for i, e in enumerate(merge.edits)])
     return eol.join(lines) + (eol if final else "")
+
+
+def choice_record(scored: Sequence[HunkChoice], chosen: bool, ms: float) -> list[dict[str, Any]]:
+    """What a result reports of a choice: per hunk its readings, winner, lead, and the time."""
+    return [
+        {
+            "hunk": c.hunk + 1,
+            "candidates": len(c.edits),
+            "lines": [c.winner.start + 1, c.winner.end],
+            "margin": round(c.margin, 3),
+            "chosen": chosen,
+            "ms": round(ms, 1),
+        }
+        for c in scored
+    ]
+
+
+def narrow_leads(scored: Sequence[HunkChoice], warn: float) -> list[str]:
+    """A warning per hunk whose winner leads by less than `warn` nats."""
+    return [
+        f"hunk {c.hunk + 1} went to original lines {c.winner.start + 1}-{c.winner.end}, "
+        f"the target's choice among {len(c.edits)} placements by a narrow lead "
+        f"({c.margin:.1f} nats): check it"
+        for c in scored
+        if c.margin < warn
+    ]

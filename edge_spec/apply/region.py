@@ -75,11 +75,14 @@ def plan_regions(
     unsure = [h.index for h in merge.hunks if h.status != "exact"]
     spans = [(e.start, e.end) for e in merge.edits]
     reach, n = settings.region_context, len(olines)
+    ext = list(spans)
+    for i in unsure:
+        ext[i] = _extent(original, snippet, merge, settings, i)
     wins = _closed(
-        [(max(0, spans[i][0] - reach), min(n, spans[i][1] + reach), [i]) for i in unsure], spans
+        [(max(0, ext[i][0] - reach), min(n, ext[i][1] + reach), [i]) for i in unsure], spans
     )
     # Moving edges to statement starts can reach into another hunk: close over it again.
-    wins = _closed([_edges(olines, spans, w, reach) for w in wins], spans)
+    wins = _closed([_edges(olines, ext, w, reach) for w in wins], spans)
     covered = sum(b - a for a, b, _ in wins)
     if not force and covered > settings.region_max_share * max(1, len(olines)):
         return None
@@ -113,6 +116,23 @@ def plan_regions(
     return RegionPlan(
         tuple(segments), eol, final, snippet_markers(original, snippet, merge.language), merge
     )
+
+
+def _extent(
+    original: str, snippet: str, merge: MergeResult, settings: ApplySettings, hunk: int
+) -> tuple[int, int]:
+    """Original lines [lo, hi) a window around `hunk` must hold: its span, grown over the
+    hunk's other readings (`apply.readings`) when there are few and all lie within twice
+    `region_context` lines of it (its context repeats nearby). Then the target chooses among
+    them with the window's prompt, and the model writing the window is free to write any."""
+    lo, hi = merge.edits[hunk].start, merge.edits[hunk].end
+    ok = readings(original, snippet, merge, hunk, settings.choose_reach, settings.choose_max)
+    far = 2 * settings.region_context
+    if not ok or len(ok) > settings.choose_max:
+        return lo, hi
+    if any(e.start < lo - far or e.end > hi + far for e in ok):
+        return lo, hi
+    return min(lo, *(e.start for e in ok)), max(hi, *(e.end for e in ok))
 
 
 def _holds_all(

@@ -7,6 +7,7 @@ import time
 
 from edge_spec.engine import Engine, EngineConfig
 from edge_spec.runtimes.fake import FakeRuntime
+from edge_spec.runtimes.prefix import common_prefix
 
 ORIG = "".join(f"def f{i}(x):\n    return x * {i}  # ✓ 漢字\n\n" for i in range(30))
 UPD = "# ... existing code ...\ndef f3(x):\n    return x * 333  # ✓ 漢字\n# ... existing code ...\n"
@@ -35,10 +36,15 @@ def test_second_apply_reuses_prefix() -> None:
     first = eng.apply(ORIG, UPD, engine="model")
     second = eng.apply(ORIG, UPD, engine="model")
     assert first.stats.cached_tokens == 0
-    # reused in whole n_batch chunks, the rest evaluated as a fresh prompt would be
-    n_batch = eng.target.n_batch
-    assert second.stats.cached_tokens == (second.stats.prompt_tokens - 1) // n_batch * n_batch > 0
+    # the very prompt the cache holds: all of it was evaluated in a fresh prompt's shapes
+    assert second.stats.cached_tokens == second.stats.prompt_tokens - 1
     assert second.text == first.text
+    # another prompt sharing its head: reused in whole n_batch chunks, the rest evaluated as a
+    # fresh prompt would be
+    third = eng.apply(ORIG, UPD, "make f3 multiply by 333", engine="model")
+    n_batch = eng.target.n_batch
+    shared = common_prefix(first.extra["prompt"][:-1], third.extra["prompt"])
+    assert third.stats.cached_tokens == shared // n_batch * n_batch > 0
 
 
 def test_cancel_from_another_thread_then_reuse() -> None:

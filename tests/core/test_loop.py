@@ -179,7 +179,8 @@ def test_cancel_and_prefix_reuse() -> None:
     res = generate(rt, prompt(rt), [], Controller(), GenConfig(300), on_delta=on_delta, cancel=ev)
     assert res.stats.finish_reason == "cancelled" and len(res.tokens) <= 2
     res2 = generate(rt, prompt(rt), [], Controller(), GenConfig(50))
-    assert res2.stats.cached_tokens == (len(prompt(rt)) - 1) // rt.n_batch * rt.n_batch > 0
+    # the cancel came after the prompt was in: the same prompt again reuses all of it
+    assert res2.stats.cached_tokens == len(prompt(rt)) - 1
     assert res2.tokens == plain(max_tokens=50)
 
 

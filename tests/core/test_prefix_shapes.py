@@ -56,3 +56,17 @@ def test_cached_prefix_is_evaluated_in_fresh_shapes(first: int, second: int) -> 
     assert cached == fresh
     # every KV entry the answer was computed from came out of a forward of the same shape
     assert warm.origin == fresh_rt.origin
+
+
+@pytest.mark.parametrize("steps", [(29, 21, 29), (5, 3, 5), (29, 29, 21, 29), (12, 40, 12)])
+def test_a_prompt_held_whole_is_reused_only_while_the_cache_holds_it(
+    steps: tuple[int, ...],
+) -> None:
+    base = [3 + (i * 7) % 200 for i in range(64)]
+    warm = ShapeSpy()
+    for n in steps[:-1]:
+        _run(warm, base[:n])
+    cached = _run(warm, base[: steps[-1]])
+    fresh_rt = ShapeSpy()
+    assert cached == _run(fresh_rt, base[: steps[-1]])
+    assert warm.origin == fresh_rt.origin
