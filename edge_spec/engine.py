@@ -482,7 +482,7 @@ class Engine:
         the file when every window is chosen by a clear margin; else the plan with the chosen
         windows settled, the choice's record and the warnings of narrow leads."""
         cfg = self.config.apply
-        if cfg.choose_max < 2 or not choices:
+        if not choices:
             return None, [], [], plan
         t0 = time.perf_counter()
         with self._lock:
@@ -498,7 +498,12 @@ class Engine:
             r for wc in scored for r in choice_record(wc.hunks, wc.clear(cfg.choose_margin), ms)
         ]
         won = [c for wc in chosen for c in wc.hunks]
-        return None, record, narrow_leads(won, cfg.choose_warn), settled(plan, merge, chosen)
+        return (
+            None,
+            record,
+            narrow_leads(won, cfg.choose_warn),
+            settled(original, plan, merge, chosen),
+        )
 
     def _chosen(
         self,

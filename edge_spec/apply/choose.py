@@ -23,7 +23,7 @@ import numpy as np
 from edge_spec.apply.merge import Edit, MergeResult, assemble, split_original
 from edge_spec.apply.plan import plan_apply
 from edge_spec.apply.readings import readings
-from edge_spec.apply.region import snippet_part
+from edge_spec.apply.region import piece, snippet_part
 from edge_spec.config.settings import ApplySettings
 from edge_spec.runtimes.base import Runtime
 from edge_spec.runtimes.prefix import prefill
@@ -144,14 +144,15 @@ def window_texts(
     """Original lines [a, b) with `hunks` applied, once per placement of `choice`'s hunk (the
     others as the merge put them)."""
     a, b = window
-    out = []
-    for e in choice.edits:
-        edits = [
-            Edit(x.start - a, x.end - a, x.lines)
-            for x in (e if i == choice.hunk else merge.edits[i] for i in hunks)
-        ]
-        out.append("".join(ln + "\n" for ln in assemble(olines[a:b], edits)))
-    return out
+    return [
+        "".join(
+            ln + "\n"
+            for ln in piece(
+                olines, a, b, [e if i == choice.hunk else merge.edits[i] for i in hunks]
+            )
+        )
+        for e in choice.edits
+    ]
 
 
 def choose(

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from edge_spec.apply.choose import HunkChoice, score_texts, window_texts
-from edge_spec.apply.merge import Edit, MergeResult, assemble, split_original
+from edge_spec.apply.merge import MergeResult, split_original
 from edge_spec.apply.plan import plan_apply
 from edge_spec.apply.readings import readings
-from edge_spec.apply.region import RegionPlan, Window
+from edge_spec.apply.region import RegionPlan, Window, piece
 from edge_spec.config.settings import ApplySettings
 from edge_spec.runtimes.base import Runtime
 
@@ -87,19 +87,17 @@ def score_windows(
     return out
 
 
-def settled(plan: RegionPlan, merge: MergeResult, chosen: Sequence[WindowChoice]) -> RegionPlan:
+def settled(
+    original: str, plan: RegionPlan, merge: MergeResult, chosen: Sequence[WindowChoice]
+) -> RegionPlan:
     """The plan with each chosen window turned into settled text: its hunks at their winners."""
+    olines, _, _ = split_original(original)
     win = {c.hunk: c.winner for wc in chosen for c in wc.hunks}
     done = {wc.window.start for wc in chosen}
-    segments: list[tuple[str, ...] | Window] = []
-    for s in plan.segments:
-        if isinstance(s, Window) and s.start in done:
-            lines = s.original.split("\n")[:-1]
-            edits = [
-                Edit(x.start - s.start, x.end - s.start, x.lines)
-                for x in (win.get(i, merge.edits[i]) for i in s.hunks)
-            ]
-            segments.append(tuple(assemble(lines, edits)))
-        else:
-            segments.append(s)
+    segments = [
+        tuple(piece(olines, s.start, s.end, [win.get(i, merge.edits[i]) for i in s.hunks]))
+        if isinstance(s, Window) and s.start in done
+        else s
+        for s in plan.segments
+    ]
     return replace(plan, segments=tuple(segments))

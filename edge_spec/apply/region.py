@@ -96,7 +96,7 @@ def plan_regions(
         mine = [i for i, (a, b) in enumerate(spans) if i not in used and lo <= a and b <= hi]
         used.update(mine)
         if hi > lo or mine:
-            segments.append(tuple(_piece(olines, lo, hi, [merge.edits[i] for i in mine])))
+            segments.append(tuple(piece(olines, lo, hi, [merge.edits[i] for i in mine])))
         if k // 2 < len(wins):
             a, b, hunks = wins[k // 2]
             edits = [merge.edits[i] for i in hunks]
@@ -107,7 +107,7 @@ def plan_regions(
                     tuple(hunks),
                     _text(olines[a:b]),
                     snippet_part(slines, merge, hunks),
-                    _text(_piece(olines, a, b, edits)),
+                    _text(piece(olines, a, b, edits)),
                     _holds_all(original, snippet, merge, settings, (a, b, hunks)),
                 )
             )
@@ -236,7 +236,8 @@ def _swallow(
     )
 
 
-def _piece(olines: Sequence[str], lo: int, hi: int, edits: Sequence[Edit]) -> list[str]:
+def piece(olines: Sequence[str], lo: int, hi: int, edits: Sequence[Edit]) -> list[str]:
+    """Original lines [lo, hi) with `edits` (in file positions, all inside) applied."""
     shifted = [Edit(e.start - lo, e.end - lo, e.lines) for e in edits]
     return assemble(olines[lo:hi], shifted)
 
