@@ -174,3 +174,68 @@ def test_a_deletion_after_a_closer_next_to_a_marker_stays_unsure() -> None:
 )
 def test_mined_deletions_after_a_changed_body(task_id: str) -> None:
     assert_sure_and_right(dev_task("code_apply_mined3.jsonl", task_id))
+
+
+QUEUE = """public class Queue
+{
+    public void Drain()
+    {
+        Drain(null);
+    }
+
+    protected void Drain(Context context)
+    {
+        using (Lock.Take(_lock))
+        {
+            _pending = 0;
+            _last = null;
+            var prior = _state;
+            _state = State.Idle;
+
+            Notify();
+            Log.Write("drained");
+
+            if (prior != State.Idle)
+            {
+                _onDrain(context);
+            }
+        }
+    }
+
+    public void Pause()
+    {
+        _state = State.Paused;
+    }
+}
+"""
+
+
+def test_a_new_method_holding_its_neighbours_statements_stays_unsure() -> None:
+    # The new method after `Drain()` has the statements of the `Drain(Context)` shown after it,
+    # taken out of the `using` block: inserted beside it, or the old one renamed and reworked?
+    snippet = """// ... existing code ...
+    public void Drain()
+    {
+        OnDrained(null);
+    }
+
+    protected void DrainLocked(Context context)
+    {
+        _pending = 0;
+        _last = null;
+        var prior = _state;
+        _state = State.Idle;
+        if (prior != State.Idle)
+        {
+            _onDrain(context);
+        }
+    }
+
+    // ... existing code ...
+"""
+    result = structural_merge(QUEUE, snippet, "csharp")
+    assert not result.exact
+    other = snippet.replace("_pending = 0;\n        _last = null;", "Flush();").replace(
+        "var prior = _state;\n        _state = State.Idle;\n", ""
+    )
+    assert structural_merge(QUEUE, other, "csharp").exact

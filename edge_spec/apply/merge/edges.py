@@ -75,8 +75,9 @@ def _new_definitions(ctx: Ctx, core: list[str], boundary: int, tail: bool) -> bo
 
 
 def _resembles_neighbour(ctx: Ctx, core: list[str], boundary: int, tail: bool) -> bool:
-    """Whether the original definition next to the boundary has nearly `core`'s body (a rename:
-    shared boilerplate like lock / unlock alone does not make one)."""
+    """Whether the original definition next to the boundary has nearly `core`'s body, or holds
+    most of its statements (a rename, the body reworked: taken out of a `using` block, a call
+    dropped). Shared boilerplate like lock / unlock alone does not make one."""
     near = (
         ctx.index.next_nonblank(boundary - 1, 1) if tail else ctx.index.next_nonblank(boundary, -1)
     )
@@ -86,7 +87,12 @@ def _resembles_neighbour(ctx: Ctx, core: list[str], boundary: int, tail: bool) -
         if (tail and d.start == near) or (not tail and d.end == near):
             body = [ctx.index.keys[k] for k in range(d.head + 1, d.end + 1)]
             mine = [norm(ln) for ln in core[1:]]
-            return SequenceMatcher(None, mine, body, autojunk=False).ratio() >= 0.8
+            if SequenceMatcher(None, mine, body, autojunk=False).ratio() >= 0.8:
+                return True
+            stated = {k for k in body if k and not ctx.index.trivial(k)}
+            own = [k for k in mine if k and not ctx.index.trivial(k)]
+            shared = sum(1 for k in own if k in stated)
+            return shared >= 3 and shared >= 0.6 * len(own)
     return False
 
 
