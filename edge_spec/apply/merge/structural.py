@@ -53,6 +53,7 @@ from edge_spec.apply.merge.anchors import (
 )
 from edge_spec.apply.merge.context import Ctx
 from edge_spec.apply.merge.markers import Hunk, classify_markers, split_hunks
+from edge_spec.apply.merge.pins import confine, new_definitions
 from edge_spec.apply.merge.placement import Env, HunkStatus, Placement, place
 from edge_spec.apply.merge.structure import Brackets, IndentMap, indent_style, learn_indent
 from edge_spec.apply.merge.syntax import (
@@ -172,7 +173,7 @@ def structural_merge(
         keep_trailing=any(ln != ln.rstrip() for ln in olines) or not _pasted(snippet, eol),
         snippet=snippet,
     )
-    chosen = pick_ordered([_candidates(h, index) for h in hunks])
+    chosen = pick_ordered([_candidates(ctx, h) for h in hunks])
     ctx.imap = learn_indent(_indent_pairs(hunks, chosen, index) + _definition_indents(ctx, hunks))
     style, unit, sure = indent_style(olines)
     if style == "tabs":  # tabs files take the snippet's unit of spaces
@@ -234,9 +235,14 @@ def _into_empty(hunks: Sequence[Hunk], marked: bool, eol: str, language: str) ->
     return MergeResult(eol.join(lines) + eol, verdicts, language)
 
 
-def _candidates(hunk: Hunk, index: LineIndex) -> list[Chain]:
+def _candidates(ctx: Ctx, hunk: Hunk) -> list[Chain]:
+    """The hunk's context chains over the whole original. The lines of a whole new definition
+    do not pair inside an existing one (a new function copied from an old one's body would
+    otherwise stand where the old one is, and bound the hunks before it)."""
     keys = [norm(ln) for ln in hunk.lines]
-    return candidate_chains(find_blocks(keys, index, 0, len(index)), index, keys)
+    index = ctx.index
+    inside = confine([], new_definitions(ctx, hunk))
+    return candidate_chains(find_blocks(keys, index, 0, len(index), inside), index, keys)
 
 
 def _indent_pairs(
