@@ -20,6 +20,7 @@ from edge_spec.apply.merge.candidates import (
     relocated_edits,
     to_file_ends,
 )
+from edge_spec.apply.merge.syntax import Definition, definitions, loses_definitions, parse
 
 
 def _text(lines: Sequence[str], eol: str, final: bool) -> str:
@@ -47,16 +48,32 @@ def readings(
     if doubts_where(h.reason):
         alts += relocated_edits(merge, hunk, olines)
     alts += to_file_ends(merge, hunk, len(olines), h.reason)
+    tree = parse(merge.language, original.encode("utf-8"))
+    before = definitions(merge.language, tree) if tree is not None else []
     seen: set[tuple[str, ...]] = set()
     ok: list[Edit] = []
+    passed: list[Edit] = []
     for e in alts:
         edits = [e if i == hunk else x for i, x in enumerate(merge.edits)]
         text = _text(assemble(olines, edits), eol, final)
         if content(text) in seen:
             continue
         seen.add(content(text))
-        if not unplaced_changes(original, update, text, merge):
+        if unplaced_changes(original, update, text, merge):
+            continue
+        passed.append(e)
+        if not _loses(merge.language, before, text, update):
             ok.append(e)
-            if limit is not None and len(ok) > limit:
-                break
-    return ok
+        if limit is not None and len(ok) > limit:
+            break
+    # A lone reading left is no choice for the target to make: then the check's readings all.
+    return ok if len(ok) > 1 else passed[: None if limit is None else limit + 1]
+
+
+def _loses(language: str, before: Sequence[Definition], text: str, update: str) -> bool:
+    """Whether a reading deletes original definitions the snippet never names (more than it
+    brings under new names): no reading of a lazy snippet while another one keeps them."""
+    if not before:
+        return False
+    tree = parse(language, text.encode("utf-8"))
+    return tree is not None and loses_definitions(before, definitions(language, tree), update)

@@ -6,10 +6,13 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
+from mined import dev_task
 
 from edge_spec.apply.choose import HunkChoice, allowed, chosen_text, score_texts
 from edge_spec.apply.merge import structural_merge
 from edge_spec.apply.merge.candidates import alternative_edits
+from edge_spec.apply.merge.syntax import definitions, loses_definitions, parse
+from edge_spec.apply.readings import readings
 from edge_spec.config.settings import ApplySettings
 from edge_spec.engine import Engine
 from edge_spec.runtimes.fake import FakeRuntime
@@ -282,3 +285,43 @@ def test_a_choice_without_a_clear_lead_is_recorded_beside_the_models_answer(
     assert [c["chosen"] for c in res.choice] == [False] * len(choices)
     assert all(c["margin"] == 1.0 and c["ms"] >= 0 for c in res.choice)
     assert res.to_dict()["choice"] == res.choice
+
+
+def test_loses_definitions_counts_renames_as_kept() -> None:
+    before = definitions("python", parse("python", ORIG.encode()))
+    renamed = ORIG.replace("def save", "def store")
+    gone = ORIG[: ORIG.index("def save")]
+    for text, named, loses in (
+        (renamed, SNIPPET, False),  # `store` stands where `save` was
+        (gone, SNIPPET, True),  # `save` deleted, nothing new in its place
+        (gone, SNIPPET + "# save goes\n", False),  # the snippet names it
+    ):
+        after = definitions("python", parse("python", text.encode()))
+        assert loses_definitions(before, after, named) is loses
+
+
+@pytest.mark.parametrize(
+    ("name", "task_id"),
+    [
+        ("code_apply_mined3.jsonl", "cjson-983a4cd-0"),
+        ("code_apply_mined3.jsonl", "restsharp-18c057b-0"),
+        ("code_apply_mined3.jsonl", "logrus-52039d6-0"),
+    ],
+)
+def test_readings_that_delete_an_unnamed_definition_are_left_out(name: str, task_id: str) -> None:
+    # Each of these hunks also fits with a whole definition the snippet never names deleted;
+    # those readings would be written with a warning at best, while the right one keeps it.
+    task = dev_task(name, task_id)
+    original, update = task["original"], task["update"]
+    merge = structural_merge(original, update, task["language"], task["path"])
+    before = definitions(merge.language, parse(merge.language, original.encode()))
+    texts = []
+    for h in merge.hunks:
+        if h.status == "exact":
+            continue
+        for e in readings(original, update, merge, h.index, ApplySettings().choose_reach):
+            text = chosen_text(original, merge, [HunkChoice(h.index, (e,))])
+            after = definitions(merge.language, parse(merge.language, text.encode()))
+            assert not loses_definitions(before, after, update)
+            texts.append(text)
+    assert task["expected"] in texts

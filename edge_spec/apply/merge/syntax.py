@@ -290,6 +290,24 @@ def dropped_definition(
     )
 
 
+def loses_definitions(
+    before: Sequence[Definition], after: Sequence[Definition], named: str
+) -> bool:
+    """Whether the edited file has lost, of some kind, more definitions the text `named` never
+    writes than it gained under new names: code deleted without a word, not renamed (a rename
+    the snippet shows brings its new name)."""
+    had = {(d.kind, d.name) for d in before}
+    have = {(d.kind, d.name) for d in after}
+    gone = Counter(
+        d.kind
+        for d in before
+        if (d.kind, d.name) not in have
+        and not re.search(rf"(?<!\w){re.escape(d.name)}(?!\w)", named)
+    )
+    new = Counter(d.kind for d in after if (d.kind, d.name) not in had)
+    return any(n > new[kind] for kind, n in gone.items())
+
+
 def error_line(tree: Any | None) -> int | None:
     """The first line with a syntax error, or None (also without a tree)."""
     if tree is None or not tree.root_node.has_error:
