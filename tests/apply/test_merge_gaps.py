@@ -6,6 +6,7 @@ import pytest
 from mined import assert_sure_and_right, dev_task
 
 from edge_spec.apply.merge import structural_merge
+from edge_spec.apply.merge.syntax import hunk_definitions
 
 TESTS = """import click
 
@@ -310,3 +311,85 @@ def test_a_new_function_copied_from_an_old_body_does_not_bound_the_hunks_before(
     task = dev_task("code_apply_mined.jsonl", "hiredis-0ccb2c8-0")
     merge = structural_merge(task["original"], task["update"], task["language"], task["path"])
     assert merge.text == task["expected"]
+
+
+EVENT = """public class Event
+{
+    /// <summary>
+    /// Make an event.
+    /// </summary>
+    /// <param name="level">The level.</param>
+    /// <param name="text">The text.</param>
+    public Event(Level level, string text)
+        : this(level, text, null)
+    {
+    }
+
+    public void Remove(string name)
+    {
+        _items.Remove(name);
+    }
+
+    internal Event Copy()
+    {
+        return new Event(_level, _text);
+    }
+}
+"""
+FROM_PARTS = """    /// <summary>
+    /// Make an event from its parts.
+    /// </summary>
+    /// <param name="level">The level.</param>
+    /// <param name="text">The text.</param>
+    [Pure]
+    public static Event FromParts(Level level, string text)
+    {
+        return new Event(level, text);
+    }
+
+"""
+
+
+def test_a_member_hunk_between_two_methods_parses_into_its_whole_definition() -> None:
+    # The hunk opens on the tail of one method and stops inside the next: the method between
+    # is a whole definition all the same, its doc comment with it.
+    lines = ["        _items.Remove(name);", "    }", ""] + FROM_PARTS.splitlines()
+    lines += ["    internal Event Copy()", "    {"]
+    items = [d for d in hunk_definitions("csharp", lines) or () if d.kind != "comment"]
+    assert [(d.kind, d.name, d.complete) for d in items] == [
+        ("other", "", False),
+        ("function", "FromParts", True),
+        ("other", "", False),
+    ]
+    assert items[1].end == 3 + len(FROM_PARTS.splitlines()) - 2
+
+
+def test_a_new_method_whose_doc_repeats_another_goes_where_it_is_shown() -> None:
+    # Its `<param>` lines are those of the constructor's doc: no context for the new method.
+    snippet = (
+        "// ... existing code ...\n        _items.Remove(name);\n    }\n\n"
+        + FROM_PARTS
+        + "    internal Event Copy()\n    {\n// ... existing code ...\n"
+    )
+    result = structural_merge(EVENT, snippet, "csharp")
+    assert result.exact, [h.reason for h in result.hunks]
+    assert result.text == EVENT.replace("    internal Event", FROM_PARTS + "    internal Event")
+
+
+@pytest.mark.parametrize("blank", [True, False])
+def test_a_hunk_that_stops_inside_its_function_keeps_it_open(blank: bool) -> None:
+    # The open bracket at the end is the function's own statement, not a sibling's header:
+    # cutting the hunk before it would make a whole function of its first lines.
+    lines = [
+        "",
+        "def test_install():",
+        '    text = ""',
+        "    if path.is_file():",
+        "        text = path.read_text()",
+        *([""] if blank else []),
+        "    result = subprocess.run(",
+        "        [",
+        '            "bash",',
+    ]
+    items = hunk_definitions("python", lines) or ()
+    assert not any(d.kind == "function" and d.complete for d in items)

@@ -17,8 +17,10 @@ A pair (hunk line, original line, forced) says the hunk line takes the original 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from difflib import SequenceMatcher
 
+from edge_spec.apply.languages import Language, language
 from edge_spec.apply.merge.anchors import indent_of, norm
 from edge_spec.apply.merge.context import Ctx
 from edge_spec.apply.merge.markers import Hunk
@@ -84,21 +86,37 @@ def new_definitions(ctx: Ctx, hunk: Hunk) -> list[tuple[Definition, list[Definit
     """
     if not ctx.defs:
         return []
+    lang = language(ctx.language)
     out = []
     for it in hunk_definitions(ctx.language, hunk.lines) or ():
         if it.kind in ("function", "class") and it.complete and (it.kind, it.name) not in ctx.names:
             want = ctx.imap.apply(indent_of(hunk.lines[it.head]))
             out.append(
                 (
-                    it,
+                    replace(it, start=_doc_start(hunk.lines, it.start, lang)),
                     [
-                        d
+                        replace(d, start=_doc_start(ctx.index.lines, d.start, lang))
                         for d in ctx.defs
                         if d.kind == it.kind and ctx.index.indents[d.head] == want
                     ],
                 )
             )
     return out
+
+
+def _doc_start(lines: Sequence[str], start: int, lang: Language | None) -> int:
+    """Where a definition starting at `start` starts with the comment lines right above it:
+    its doc comment, which says the same of every overload and sibling (`/// <param ...>`)."""
+    if lang is None:
+        return start
+    opens = tuple(lang.line_comment) + tuple(o for o, _ in lang.block_comment)
+    closes = tuple(c for _, c in lang.block_comment)
+    while start > 0:
+        text = lines[start - 1].strip()
+        if not text or not (text.startswith(opens) or text.endswith(closes) or text[0] == "*"):
+            break
+        start -= 1
+    return start
 
 
 def confine(

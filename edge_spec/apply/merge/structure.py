@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from edge_spec.apply.languages import language as lookup
+from edge_spec.apply.merge.anchors import indent_of
 
 _DQ = r'"(?:\\.|[^"\\])*"'
 _SQ = r"'(?:\\.|[^'\\])*'"
@@ -71,6 +72,35 @@ class Brackets:
             low = min(low, depth + lo)
             depth += d
         return depth, low
+
+
+def balanced_core(brackets: Brackets, lines: Sequence[str]) -> tuple[int, int]:
+    """Lines [a, b) of a hunk past the tail of a block it starts inside (up to the last line
+    closing below every depth before it) and before a sibling block it leaves open (from the
+    blank line above that block's opening, its header with it): the part that parses on its
+    own. A hunk that stops inside the body of its own last block keeps its end."""
+    depth = low = a = 0
+    after: list[int] = []
+    for k, text in enumerate(lines):
+        net, dip = brackets.line(text)
+        if depth + dip < low:
+            low, a = depth + dip, k + 1
+        depth += net
+        after.append(depth)
+    base = after[a - 1] if a else 0
+    end = next((k + 1 for k in range(len(lines) - 1, a - 1, -1) if after[k] == base), a)
+    if end == len(lines):
+        return a, end
+    # The open block's header (a signature, attributes) goes with it, back to a blank line;
+    # cut there only when the open block is a sibling of what comes before, not its body.
+    k = end - 1
+    while k > a and lines[k].strip():
+        k -= 1
+    inner = [width(indent_of(ln)) for ln in lines[a:k] if ln.strip()]
+    tail = next((ln for ln in lines[k:] if ln.strip()), "")
+    if k > a and inner and width(indent_of(tail)) <= min(inner):
+        return a, k
+    return a, len(lines)
 
 
 def width(indent: str) -> int:

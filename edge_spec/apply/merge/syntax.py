@@ -14,10 +14,11 @@ import importlib
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from edge_spec.apply.languages import language as lookup
+from edge_spec.apply.merge.structure import Brackets, balanced_core
 
 _FUNCTIONS = frozenset(
     """function_definition function_declaration generator_function_declaration
@@ -337,6 +338,29 @@ def _hunk_definitions(language: str, lines: tuple[str, ...]) -> tuple[Definition
     row = lookup(language)
     if parser_for(language, fragment=True) is None or row is None:
         return None
+    found = _parsed(language, lines)
+    if found is None:
+        return None
+    best, score = found
+    # A hunk that opens on the tail of the block before it (`}` of the last method) or stops
+    # inside one it opens parses only in part; its whole items lie between those ends.
+    a, b = balanced_core(Brackets(language), lines)
+    inner = _parsed(language, lines[a:b]) if (a, b) != (0, len(lines)) and a < b else None
+    if inner is not None and inner[0] is not None and inner[1] > score:
+        best = [replace(d, start=d.start + a, head=d.head + a, end=d.end + a) for d in inner[0]]
+        if any(ln.strip() for ln in lines[:a]):
+            best.insert(0, Definition("other", "", 0, 0, a - 1, "", False))
+        if any(ln.strip() for ln in lines[b:]):
+            best.append(Definition("other", "", b, b, len(lines) - 1, "", False))
+    return None if best is None else tuple(best)
+
+
+def _parsed(language: str, lines: Sequence[str]) -> tuple[list[Definition] | None, int] | None:
+    """The hunk's items as parsed bare or wrapped as class members, whichever finds more whole
+    definitions, with that count; None without a parser."""
+    row = lookup(language)
+    if row is None:
+        return None
     widths = [len(ln) - len(ln.lstrip()) for ln in lines if ln.strip()]
     cut = min(widths) if widths else 0
     body = "\n".join(ln[cut:] if ln[:cut].strip() == "" else ln.lstrip() for ln in lines) + "\n"
@@ -362,7 +386,7 @@ def _hunk_definitions(language: str, lines: tuple[str, ...]) -> tuple[Definition
         score = sum(2 if d.complete else 1 for d in items if d.kind != "other")
         if score > best_score:
             best, best_score = items, score
-    return None if best is None else tuple(best)
+    return best, best_score
 
 
 def _whole(node: Any) -> bool:
