@@ -272,42 +272,26 @@ int connect_to(ctx *c, const char *addr) {
 }
 """
 
-SOCKETS_SNIPPET = """// ... existing code ...
-    return OK;
-}
-
-int connect_tcp(ctx *c, const char *addr) {
-    int s;
-    int blocking = (c->flags & BLOCK);
-    struct sockaddr_in sa;
-// ... existing code ...
-    c->fd = s;
-    return OK;
-}
-
-int connect_unix(ctx *c, const char *path) {
-    int s;
-    int blocking = (c->flags & BLOCK);
-    struct sockaddr_un sa;
-
-    if ((s = make_socket(c)) == ERR)
-        return ERR;
-    if (connect(s, &sa, sizeof(sa)) == -1) {
-        close(s);
-        return ERR;
-    }
-    c->fd = s;
-    return OK;
-}
-"""
+# The new function is the old one's copy for another socket family.
+UNIX = (
+    SOCKETS[SOCKETS.index("int connect_to") :]
+    .replace("connect_to", "connect_unix")
+    .replace("*addr", "*path")
+    .replace("sockaddr_in", "sockaddr_un")
+)
+SOCKETS_SNIPPET = (
+    "// ... existing code ...\n    return OK;\n}\n\n"
+    "int connect_tcp(ctx *c, const char *addr) {\n    int s;\n"
+    "    int blocking = (c->flags & BLOCK);\n    struct sockaddr_in sa;\n"
+    "// ... existing code ...\n    c->fd = s;\n    return OK;\n}\n\n" + UNIX
+)
 
 
 def test_a_new_function_copied_from_an_old_body_does_not_bound_the_hunks_before() -> None:
     # The appended function repeats the old one's body; were its lines taken as context there,
     # the rename before it would have to fit above the old function and land in the wrong one.
     result = structural_merge(SOCKETS, SOCKETS_SNIPPET, "c")
-    unix = SOCKETS_SNIPPET.split("}\n\n", 1)[1].split("}\n\n", 1)[1]
-    assert result.text == SOCKETS.replace("connect_to", "connect_tcp") + "\n" + unix
+    assert result.text == SOCKETS.replace("connect_to", "connect_tcp") + "\n" + UNIX
     task = dev_task("code_apply_mined.jsonl", "hiredis-0ccb2c8-0")
     merge = structural_merge(task["original"], task["update"], task["language"], task["path"])
     assert merge.text == task["expected"]
