@@ -282,11 +282,7 @@ def dropped_definition(
     without the snippet saying so."""
     have = {d.name for d in after}
     return next(
-        (
-            d
-            for d in before
-            if d.name not in have and not re.search(rf"(?<!\w){re.escape(d.name)}(?!\w)", named)
-        ),
+        (d for d in before if d.name not in have and not _writes(named, d.name)),
         None,
     )
 
@@ -300,13 +296,15 @@ def loses_definitions(
     had = {(d.kind, d.name) for d in before}
     have = {(d.kind, d.name) for d in after}
     gone = Counter(
-        d.kind
-        for d in before
-        if (d.kind, d.name) not in have
-        and not re.search(rf"(?<!\w){re.escape(d.name)}(?!\w)", named)
+        d.kind for d in before if (d.kind, d.name) not in have and not _writes(named, d.name)
     )
     new = Counter(d.kind for d in after if (d.kind, d.name) not in had)
     return any(n > new[kind] for kind, n in gone.items())
+
+
+def _writes(text: str, name: str) -> bool:
+    """Whether `text` has `name` as a whole word."""
+    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text) is not None
 
 
 def error_line(tree: Any | None) -> int | None:
@@ -346,16 +344,16 @@ def _hunk_definitions(language: str, lines: tuple[str, ...]) -> tuple[Definition
     # inside one it opens parses only in part; its whole items lie between those ends.
     a, b = balanced_core(Brackets(language), lines)
     inner = _parsed(language, lines[a:b]) if (a, b) != (0, len(lines)) and a < b else None
-    if inner is not None and inner[0] is not None and inner[1] > score:
+    if inner is not None and inner[1] > score:
         best = [replace(d, start=d.start + a, head=d.head + a, end=d.end + a) for d in inner[0]]
         if any(ln.strip() for ln in lines[:a]):
             best.insert(0, Definition("other", "", 0, 0, a - 1, "", False))
         if any(ln.strip() for ln in lines[b:]):
             best.append(Definition("other", "", b, b, len(lines) - 1, "", False))
-    return None if best is None else tuple(best)
+    return tuple(best)
 
 
-def _parsed(language: str, lines: Sequence[str]) -> tuple[list[Definition] | None, int] | None:
+def _parsed(language: str, lines: Sequence[str]) -> tuple[list[Definition], int] | None:
     """The hunk's items as parsed bare or wrapped as class members, whichever finds more whole
     definitions, with that count; None without a parser."""
     row = lookup(language)
@@ -367,7 +365,7 @@ def _parsed(language: str, lines: Sequence[str]) -> tuple[list[Definition] | Non
     attempts = [("", "")]
     if row.member_wrap is not None:
         attempts.append(row.member_wrap)
-    best: list[Definition] | None = None
+    best: list[Definition] = []  # the bare parse always scores, so it is never left empty
     best_score = -1
     for prefix, suffix in attempts:
         tree = parse(language, (prefix + body + suffix).encode(), fragment=True)
